@@ -1,0 +1,1 @@
+"""unsee: make LLM agents forget without restarting."""
