@@ -1,0 +1,65 @@
+"""Typed errors of the middleware layer.
+
+Each error subclasses the nearest builtin so callers can catch either the
+unsee type or the builtin they already handle.
+"""
+
+from __future__ import annotations
+
+
+class UnseeError(Exception):
+    """Base class of every error unsee raises on purpose."""
+
+
+class SessionNotFound(UnseeError, LookupError):
+    """No recorded session has this id."""
+
+    def __init__(self, session_id: str):
+        super().__init__(f"unknown session {session_id!r}: no recording of it in this unsee home")
+        self.session_id = session_id
+
+
+class TargetNotFound(UnseeError, LookupError):
+    """The forget target occurs in no recorded artifact (of the given source)."""
+
+    def __init__(self, target: str, session_id: str | None = None, source: str | None = None):
+        where = f" of session {session_id!r}" if session_id else ""
+        src = f" from source {source!r}" if source else ""
+        super().__init__(f"target not found in any recorded artifact{where}{src}")
+        self.target = target
+        self.session_id = session_id
+        self.source = source
+
+
+class AmbiguousTarget(UnseeError, LookupError):
+    """The target entered through several distinct sources; name one with source=."""
+
+    def __init__(self, sources: list[str]):
+        super().__init__(
+            "target occurs in several sources; pass source= one of: " + ", ".join(sources)
+        )
+        self.sources = sources
+
+
+class UnknownArtifact(UnseeError, LookupError):
+    """An artifact id that is not part of the graph."""
+
+
+class IncompleteSession(UnseeError, RuntimeError):
+    """The session's recording is partial; forgetting on it would trust a partial graph."""
+
+    def __init__(self, session_id: str, failures: int):
+        super().__init__(
+            f"session {session_id!r} was recorded incompletely ({failures} recording failure(s)); "
+            "refusing to act on a partial provenance graph"
+        )
+        self.session_id = session_id
+        self.failures = failures
+
+
+class InvalidArgument(UnseeError, ValueError):
+    """A caller passed a value unsee cannot use (empty target, bad format...)."""
+
+
+class ExportError(UnseeError, RuntimeError):
+    """Sending or writing a recorded session failed."""

@@ -1,0 +1,458 @@
+"""LangChain 1.x ``create_agent`` adapter: the recording middleware.
+
+``UnseeMiddleware`` maps agent events to the recorder: user inputs at
+``before_agent``, model calls (with their prompt manifest, compactions
+detected in the prompt) in ``wrap_model_call``, tool calls in
+``wrap_tool_call``. Sync and async twins share the same pre/post code.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langgraph.config import get_config
+from langgraph.types import Command
+from opentelemetry import trace
+from opentelemetry.trace import Span
+
+from . import semconv as sc
+from .hashing import short_id
+from .recorder import ModelCallScope, Recorder, current_producer, current_scope, error_status, json_dumps
+from .records import ArtifactType, CheckpointKind
+from .session_state import SessionState
+
+log = logging.getLogger("unsee.hooks")
+
+DEFAULT_SESSION = "default"
+EFFECT_KEY = "unsee.effect"
+
+
+def current_session() -> tuple[str, str | None]:
+    """(session id, LangGraph parent checkpoint id) of the run we are in."""
+    try:
+        cfg = get_config()
+    except RuntimeError:
+        return DEFAULT_SESSION, None
+    conf = cfg.get("configurable", {}) or {}
+    sid = conf.get("thread_id") or DEFAULT_SESSION
+    cmap = conf.get("checkpoint_map") or {}
+    return str(sid), cmap.get("") or conf.get("checkpoint_id")
+
+
+def text_of(message: BaseMessage) -> str:
+    content = message.content
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content or []:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+    return "".join(parts)
+
+
+def is_summary(message: BaseMessage) -> bool:
+    return isinstance(message, HumanMessage) and (message.additional_kwargs or {}).get("lc_source") == "summarization"
+
+
+def message_artifact(session_id: str, message: BaseMessage) -> tuple[str, ArtifactType] | None:
+    """The artifact id a state message stands for (deterministic across processes)."""
+    if isinstance(message, ToolMessage):
+        return short_id("tr", session_id, message.tool_call_id), ArtifactType.TOOL_RETURN
+    if message.id is None:
+        return None
+    if is_summary(message):
+        return short_id("sum", session_id, message.id), ArtifactType.SUMMARY
+    if isinstance(message, HumanMessage):
+        return short_id("in", session_id, message.id), ArtifactType.USER_INPUT
+    if isinstance(message, AIMessage):
+        return short_id("mt", session_id, message.id), ArtifactType.MODEL_TURN
+    return None
+
+
+def tool_call_artifact_id(session_id: str, call_id: str) -> str:
+    return short_id("call", session_id, call_id)
+
+
+def effect_of_tool(tool: Any) -> str | None:
+    meta = getattr(tool, "metadata", None) or {}
+    value = meta.get(EFFECT_KEY)
+    return str(value) if value else None
+
+
+def provider_of(model: Any) -> tuple[str, str]:
+    """(gen_ai.provider.name, model name) from LangChain's tracing params."""
+    try:
+        params = model._get_ls_params()
+        return str(params.get("ls_provider") or "unknown"), str(params.get("ls_model_name") or type(model).__name__)
+    except Exception:
+        return "unknown", type(model).__name__
+
+
+class UnseeMiddleware(AgentMiddleware):
+    """Records every input, model call, tool call and compaction of an agent."""
+
+    def __init__(self, recorder: Recorder):
+        super().__init__()
+        self.recorder = recorder
+
+    @property
+    def name(self) -> str:
+        return "UnseeMiddleware"
+
+    # -- before/after agent ----------------------------------------------
+    def before_agent(self, state, runtime) -> dict[str, Any] | None:
+        self._begin_turn(state)
+        return None
+
+    async def abefore_agent(self, state, runtime) -> dict[str, Any] | None:
+        self._begin_turn(state)
+        return None
+
+    def after_agent(self, state, runtime) -> dict[str, Any] | None:
+        self._end_turn()
+        return None
+
+    async def aafter_agent(self, state, runtime) -> dict[str, Any] | None:
+        self._end_turn()
+        return None
+
+    def _begin_turn(self, state) -> None:
+        sid, lg_ckpt = current_session()
+        try:
+            rec = self.recorder
+            st = rec.state(sid)
+            with st.lock:
+                if st.root is not None:  # a previous run died before after_agent
+                    st.root.set_attribute("unsee.run.abandoned", True)
+                    st.root.end()
+                    st.root = None
+                st.turn += 1
+                st.root = rec.tracer.start_span(
+                    f"{sc.OP_INVOKE_AGENT} agent",
+                    attributes={
+                        sc.GEN_AI_OPERATION: sc.OP_INVOKE_AGENT,
+                        sc.SESSION: sid,
+                        sc.GEN_AI_CONVERSATION_ID: sid,
+                        sc.TURN: st.turn,
+                    },
+                )
+                kind = CheckpointKind.TURN if st.started else CheckpointKind.SESSION_START
+                st.started = True
+                rec.checkpoint(st, kind, langgraph_checkpoint_id=lg_ckpt)
+                for m in state.get("messages", []):
+                    self._record_message(st, m)
+        except Exception as exc:
+            self.recorder.fail(sid, exc)
+
+    def _end_turn(self) -> None:
+        sid, _ = current_session()
+        try:
+            st = self.recorder.state(sid)
+            with st.lock:
+                if st.root is not None:
+                    st.root.end()
+                    st.root = None
+        except Exception as exc:
+            self.recorder.fail(sid, exc)
+
+    def _record_message(self, st: SessionState, m: BaseMessage, current: set[str] = frozenset()) -> str | None:
+        """Record a state message not seen before; return its artifact id."""
+        mapped = message_artifact(st.session_id, m)
+        if mapped is None:
+            return None
+        aid, type_ = mapped
+        if aid in st.known:
+            return aid
+        rec = self.recorder
+        text = text_of(m)
+        if type_ is ArtifactType.USER_INPUT:
+            a = rec.artifact(st, type_, aid, text, source_ids=("user",), step=st.next_step(),
+                             attrs={"message_id": m.id})
+            rec.emit(st, "user_input", a)
+        elif type_ is ArtifactType.SUMMARY:
+            return self._record_compaction(st, m, aid, current)
+        elif type_ is ArtifactType.TOOL_RETURN:
+            # A tool message we did not see executed (added by other middleware or input).
+            a = rec.artifact(st, type_, aid, text, source_ids=(f"tool:{m.name or 'unknown'}",),
+                             step=st.next_step(), attrs={"tool_call_id": m.tool_call_id, "unobserved": True})
+            rec.emit(st, "tool_return", a)
+        else:
+            # A model message that did not come from a recorded call (given as input).
+            a = rec.artifact(st, ArtifactType.MODEL_TURN, aid, text, source_ids=("input",),
+                             attrs={"message_id": m.id, "unobserved": True})
+            rec.emit(st, "model_turn", a)
+        return aid
+
+    def _record_compaction(self, st: SessionState, m: BaseMessage, aid: str, current: set[str]) -> str:
+        """A summary message appeared: its parents are the live messages it replaced."""
+        rec = self.recorder
+        _, lg_ckpt = current_session()
+        rec.checkpoint(st, CheckpointKind.COMPACTION, langgraph_checkpoint_id=lg_ckpt)
+        replaced = [x for x in st.live if x not in current]
+        a = rec.artifact(st, ArtifactType.SUMMARY, aid, text_of(m), parents=replaced,
+                         source_ids=("summarization",), attrs={"message_id": m.id, "replaced": len(replaced)})
+        span = rec.start_span(st, "summarize", a, {sc.GEN_AI_OPERATION: "summarize"})
+        st.remember(a, span.get_span_context())
+        span.end()
+        for r in replaced:
+            st.live.pop(r, None)
+        return aid
+
+    # -- model calls ------------------------------------------------------
+    def wrap_model_call(self, request, handler):
+        call = self._pre_model(request)
+        if call is None:
+            return handler(request)
+        token = current_scope.set(call["scope"])
+        try:
+            with trace.use_span(call["span"], end_on_exit=False):
+                response = handler(request)
+        except BaseException as exc:
+            self._model_failed(call, exc)
+            raise
+        finally:
+            current_scope.reset(token)
+        return self._post_model(call, request, response)
+
+    async def awrap_model_call(self, request, handler):
+        call = self._pre_model(request)
+        if call is None:
+            return await handler(request)
+        token = current_scope.set(call["scope"])
+        try:
+            with trace.use_span(call["span"], end_on_exit=False):
+                response = await handler(request)
+        except BaseException as exc:
+            self._model_failed(call, exc)
+            raise
+        finally:
+            current_scope.reset(token)
+        return self._post_model(call, request, response)
+
+    def _pre_model(self, request) -> dict[str, Any] | None:
+        sid, _ = current_session()
+        try:
+            rec = self.recorder
+            st = rec.state(sid, request.model)
+            scope = current_scope.get() or ModelCallScope()
+            with st.lock:
+                manifest: list[str] = []
+                if request.system_message is not None:
+                    sys_text = text_of(request.system_message)
+                    for _, block in scope.blocks:  # an outer memory middleware already injected
+                        sys_text = sys_text.replace("\n\n" + block, "")
+                    manifest.append(rec.ensure_system_prompt(st, sys_text))
+                current = set()
+                for m in request.messages:
+                    mapped = message_artifact(sid, m)
+                    if mapped is not None:
+                        current.add(mapped[0])
+                for m in request.messages:
+                    aid = self._record_message(st, m, current)
+                    if aid is not None:
+                        manifest.append(aid)
+                provider, model_name = provider_of(request.model)
+                span = rec.start_span(
+                    st,
+                    f"{sc.OP_CHAT} {model_name}",
+                    attributes={
+                        sc.GEN_AI_OPERATION: sc.OP_CHAT,
+                        sc.GEN_AI_PROVIDER: provider,
+                        sc.GEN_AI_REQUEST_MODEL: model_name,
+                    },
+                )
+                rec.link(st, span, manifest)
+            return {"sid": sid, "st": st, "scope": scope, "span": span, "manifest": manifest,
+                    "model_name": model_name}
+        except Exception as exc:
+            self.recorder.fail(sid, exc)
+            return None
+
+    def _model_failed(self, call, exc: BaseException) -> None:
+        error_status(call["span"], exc)
+        call["span"].end()
+
+    def _post_model(self, call, request, response):
+        rec, st, span = self.recorder, call["st"], call["span"]
+        try:
+            ai = _ai_message_of(response)
+            with st.lock:
+                blocks = [aid for aid, _ in call["scope"].blocks]
+                rec.link(st, span, blocks)
+                manifest = list(call["manifest"]) + blocks
+                if ai is None:
+                    span.end()
+                    return response
+                if ai.id is None:
+                    ai.id = f"lc_unsee-{short_id('ai', st.session_id, str(st.seq), str(id(ai)))}"
+                meta = (ai.response_metadata or {}).get("unsee") or {}
+                if meta.get("cache_handle"):
+                    st.cache_handle = str(meta["cache_handle"])
+                    st.cache_offset = int(meta.get("offset_end", 0)) or None
+                mt_id = short_id("mt", st.session_id, ai.id)
+                calls = list(ai.tool_calls or [])
+                body = text_of(ai)
+                record = body + ("\n" + json_dumps([{"name": c["name"], "args": c["args"]} for c in calls]) if calls else "")
+                mt = rec.artifact(st, ArtifactType.MODEL_TURN, mt_id, record, parents=manifest,
+                                  source_ids=("model:" + call["model_name"],),
+                                  attrs={"message_id": ai.id, "tool_calls": len(calls)})
+                usage = ai.usage_metadata or {}
+                span.set_attributes({
+                    sc.GEN_AI_RESPONSE_ID: ai.id,
+                    sc.GEN_AI_INPUT_TOKENS: int(usage.get("input_tokens", 0)),
+                    sc.GEN_AI_OUTPUT_TOKENS: int(usage.get("output_tokens", mt.token_span[1] - mt.token_span[0])),
+                    sc.GEN_AI_FINISH_REASONS: ["tool_calls" if calls else "stop"],
+                })
+                rec.set_primary(st, span, mt)
+                if body:
+                    kind = ArtifactType.PLAN if calls else ArtifactType.REPLY
+                    part = rec.artifact(st, kind, short_id(kind.value[:4], st.session_id, ai.id), body,
+                                        parents=(mt_id,), count_tokens=False)
+                    rec.add_artifact_event(st, span, part)
+                tools_by_name = {getattr(t, "name", None): t for t in request.tools or []}
+                for c in calls:
+                    cid = tool_call_artifact_id(st.session_id, c.get("id") or "")
+                    ret_step = st.next_step()
+                    st.return_steps[cid] = ret_step
+                    tc = rec.artifact(
+                        st, ArtifactType.TOOL_CALL, cid, json_dumps({"name": c["name"], "args": c["args"]}),
+                        parents=(mt_id,), committed=False, count_tokens=False,
+                        attrs={"tool": c["name"], "call_id": c.get("id"), "return_step": ret_step,
+                               "effect": effect_of_tool(tools_by_name.get(c["name"]))},
+                    )
+                    rec.add_artifact_event(st, span, tc)
+                st.live = {k: None for k in manifest if st.types.get(k) in _MESSAGE_TYPES}
+                st.live[mt_id] = None
+            span.end()
+        except Exception as exc:
+            rec.fail(st.session_id, exc)
+            try:
+                span.end()
+            except Exception:
+                pass
+        return response
+
+    # -- tool calls -------------------------------------------------------
+    def wrap_tool_call(self, request, handler):
+        call = self._pre_tool(request)
+        if call is None:
+            return handler(request)
+        token = current_producer.set((call["sid"], call["cid"]))
+        try:
+            with trace.use_span(call["span"], end_on_exit=False):
+                result = handler(request)
+        except BaseException as exc:
+            self._tool_failed(call, exc)
+            raise
+        finally:
+            current_producer.reset(token)
+        return self._post_tool(call, result)
+
+    async def awrap_tool_call(self, request, handler):
+        call = self._pre_tool(request)
+        if call is None:
+            return await handler(request)
+        token = current_producer.set((call["sid"], call["cid"]))
+        try:
+            with trace.use_span(call["span"], end_on_exit=False):
+                result = await handler(request)
+        except BaseException as exc:
+            self._tool_failed(call, exc)
+            raise
+        finally:
+            current_producer.reset(token)
+        return self._post_tool(call, result)
+
+    def _pre_tool(self, request) -> dict[str, Any] | None:
+        sid, lg_ckpt = current_session()
+        try:
+            rec = self.recorder
+            st = rec.state(sid)
+            tc = request.tool_call
+            name = tc.get("name", "unknown")
+            cid = tool_call_artifact_id(sid, tc.get("id") or "")
+            effect = effect_of_tool(request.tool)
+            with st.lock:
+                step = st.return_steps.pop(cid, None)
+                if step is None:
+                    step = st.next_step()
+                if effect != "read":
+                    # Consequential (write/external/undeclared): a splice point before it.
+                    rec.checkpoint(st, CheckpointKind.TOOL_CALL, step=step, langgraph_checkpoint_id=lg_ckpt,
+                                   env=True)
+                attrs = {
+                    sc.GEN_AI_OPERATION: sc.OP_EXECUTE_TOOL,
+                    sc.GEN_AI_TOOL_NAME: name,
+                    sc.GEN_AI_TOOL_CALL_ID: tc.get("id") or "",
+                    sc.GEN_AI_TOOL_TYPE: "function",
+                    sc.EFFECT: effect or "undeclared",
+                }
+                span = rec.start_span(st, f"{sc.OP_EXECUTE_TOOL} {name}", attributes=attrs)
+                rec.link(st, span, [cid])
+            return {"sid": sid, "st": st, "cid": cid, "name": name, "step": step, "effect": effect,
+                    "span": span, "call_id": tc.get("id")}
+        except Exception as exc:
+            self.recorder.fail(sid, exc)
+            return None
+
+    def _tool_failed(self, call, exc: BaseException) -> None:
+        error_status(call["span"], exc)
+        call["span"].end()
+
+    def _post_tool(self, call, result):
+        rec, st, span = self.recorder, call["st"], call["span"]
+        try:
+            msg = _tool_message_of(result)
+            text = text_of(msg) if msg is not None else ""
+            with st.lock:
+                aid = short_id("tr", st.session_id, call["call_id"] or "")
+                a = rec.artifact(
+                    st, ArtifactType.TOOL_RETURN, aid, text, parents=(call["cid"],),
+                    source_ids=(f"tool:{call['name']}",), step=call["step"],
+                    attrs={"tool": call["name"], "call_id": call["call_id"], "effect": call["effect"],
+                           "status": getattr(msg, "status", "success") if msg is not None else "command"},
+                )
+                span.set_attribute(sc.COMMITS, [call["cid"]])
+                rec.set_primary(st, span, a)
+            span.end()
+        except Exception as exc:
+            rec.fail(st.session_id, exc)
+            try:
+                span.end()
+            except Exception:
+                pass
+        return result
+
+
+_MESSAGE_TYPES = frozenset({ArtifactType.USER_INPUT, ArtifactType.MODEL_TURN, ArtifactType.TOOL_RETURN,
+                            ArtifactType.SUMMARY})
+
+
+def _ai_message_of(response: Any) -> AIMessage | None:
+    if isinstance(response, AIMessage):
+        return response
+    inner = getattr(response, "model_response", None)  # ExtendedModelResponse
+    if inner is not None:
+        response = inner
+    for m in reversed(getattr(response, "result", None) or []):
+        if isinstance(m, AIMessage):
+            return m
+    return None
+
+
+def _tool_message_of(result: Any) -> ToolMessage | None:
+    if isinstance(result, ToolMessage):
+        return result
+    if isinstance(result, Command):
+        update = result.update or {}
+        msgs = update.get("messages", []) if isinstance(update, dict) else []
+        for m in msgs:
+            if isinstance(m, ToolMessage):
+                return m
+    return None

@@ -1,0 +1,124 @@
+"""The span processor that turns finished unsee spans into the provenance store.
+
+Add it to any TracerProvider (ours or the user's): spans without an
+``unsee.session.id`` attribute are ignored. It is an observer: it never
+raises into the code that ended the span.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+
+from . import semconv as sc
+from .store import Batch, ProvenanceStore, SpanRow
+
+log = logging.getLogger("unsee.processor")
+
+
+def _hex(value: int, width: int) -> str:
+    return format(value, f"0{width}x")
+
+
+def span_row(span: ReadableSpan, session_id: str) -> SpanRow:
+    """A storable, exportable copy of a finished span."""
+    ctx = span.context
+    parent = span.parent
+    return SpanRow(
+        session_id=session_id,
+        trace_id=_hex(ctx.trace_id, 32),
+        span_id=_hex(ctx.span_id, 16),
+        parent_span_id=_hex(parent.span_id, 16) if parent is not None else None,
+        name=span.name,
+        kind=span.kind.name,
+        start_ns=span.start_time or 0,
+        end_ns=span.end_time or 0,
+        attributes=_plain(span.attributes),
+        events=[
+            {"name": e.name, "timestamp": e.timestamp, "attributes": _plain(e.attributes)}
+            for e in span.events
+        ],
+        links=[
+            {
+                "trace_id": _hex(link.context.trace_id, 32),
+                "span_id": _hex(link.context.span_id, 16),
+                "attributes": _plain(link.attributes),
+            }
+            for link in span.links
+        ],
+        status_code=span.status.status_code.name,
+        status_description=span.status.description,
+        resource=_plain(span.resource.attributes) if span.resource else {},
+        scope=span.instrumentation_scope.name if span.instrumentation_scope else "",
+    )
+
+
+def _plain(attrs: Any) -> dict[str, Any]:
+    if not attrs:
+        return {}
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in attrs.items()}
+
+
+def batch_from_span(span: ReadableSpan) -> Batch | None:
+    """Decode the artifacts, checkpoints and commits one span carries."""
+    attrs = span.attributes or {}
+    session_id = attrs.get(sc.SESSION)
+    if not session_id:
+        return None
+    session_id = str(session_id)
+    trace_id = _hex(span.context.trace_id, 32)
+    span_id = _hex(span.context.span_id, 16)
+    batch = Batch(session_id=session_id, span=span_row(span, session_id))
+    batch.tokenizer = attrs.get(sc.TOKENIZER)
+    primary = sc.artifact_from_attributes(attrs, session_id, trace_id, span_id)
+    if primary is not None:
+        batch.artifacts.append(primary)
+    cp = sc.checkpoint_from_attributes(attrs, session_id)
+    if cp is not None:
+        batch.checkpoints.append(cp)
+    for event in span.events:
+        eattrs = event.attributes or {}
+        if event.name == sc.ARTIFACT_EVENT:
+            a = sc.artifact_from_attributes(eattrs, session_id, trace_id, span_id)
+            if a is not None:
+                batch.artifacts.append(a)
+        elif event.name == sc.CHECKPOINT_EVENT:
+            c = sc.checkpoint_from_attributes(eattrs, session_id)
+            if c is not None:
+                batch.checkpoints.append(c)
+    batch.commits.extend(str(x) for x in attrs.get(sc.COMMITS, ()))
+    return batch
+
+
+class ProvenanceSpanProcessor(SpanProcessor):
+    """Feeds finished unsee spans into a ``ProvenanceStore``."""
+
+    def __init__(self, store: ProvenanceStore):
+        self.store = store
+        self.failures = 0
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        return None
+
+    def on_end(self, span: ReadableSpan) -> None:
+        try:
+            batch = batch_from_span(span)
+        except Exception:
+            self.failures += 1
+            log.exception("could not decode span %s", getattr(span, "name", "?"))
+            sid = (getattr(span, "attributes", None) or {}).get(sc.SESSION)
+            if sid:
+                self.store.mark_failure(str(sid), "undecodable span")
+            return
+        if batch is not None:
+            self.store.submit(batch)
+
+    def shutdown(self) -> None:
+        self.store.flush()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        self.store.flush(timeout_millis / 1000)
+        return True

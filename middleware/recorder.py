@@ -1,0 +1,262 @@
+"""The recorder: turns agent events into artifacts, checkpoints and spans.
+
+``Recorder`` is framework-neutral bookkeeping plus span emission; the
+LangChain hook adapter lives in ``hooks.py`` and the memory middleware in
+``memory.py``. Every public entry point is an observer: it logs, counts and
+marks the session incomplete on failure instead of raising into the agent.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
+
+from . import semconv as sc
+from .hashing import ContentHasher, short_id
+from .records import Artifact, ArtifactType, Checkpoint, CheckpointKind
+from .session_state import SessionState
+from .store import Batch, ProvenanceStore
+from .tokens import TokenCounter
+
+log = logging.getLogger("unsee.recorder")
+
+#: Optional hook returning an environment snapshot id for a session (sandbox).
+EnvSnapshotter = Callable[[str], "str | None"]
+
+
+@dataclass
+class ModelCallScope:
+    """Shared between the recorder and the memory middleware during one model call.
+
+    Whichever of the two wraps the other, both find the same scope in a
+    context variable: the memory middleware adds the prompt blocks it
+    injected, the recorder puts them in the call's prompt manifest.
+    """
+
+    blocks: list[tuple[str, str]] = field(default_factory=list)  # (artifact id, injected text)
+
+
+current_scope: contextvars.ContextVar[ModelCallScope | None] = contextvars.ContextVar(
+    "unsee_model_call_scope", default=None
+)
+#: (session id, artifact id) of the tool call or model turn now executing.
+current_producer: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar(
+    "unsee_current_producer", default=None
+)
+
+
+class Recorder:
+    """Records one or many sessions into a store through OpenTelemetry spans."""
+
+    def __init__(
+        self,
+        store: ProvenanceStore,
+        tracer: Tracer,
+        hasher: ContentHasher,
+        counter_factory: Callable[[object | None], TokenCounter],
+        content_in_spans: bool = False,
+        env_snapshotter: EnvSnapshotter | None = None,
+    ):
+        self.store = store
+        self.tracer = tracer
+        self.hasher = hasher
+        self.counter_factory = counter_factory
+        self.content_in_spans = content_in_spans
+        self.env_snapshotter = env_snapshotter
+        self.failures = 0
+        self._states: dict[str, SessionState] = {}
+        self._states_lock = threading.Lock()
+        self._span_content: dict[str, str] = {}
+
+    # -- session state ----------------------------------------------------
+    def state(self, session_id: str, model: object | None = None) -> SessionState:
+        with self._states_lock:
+            st = self._states.get(session_id)
+            if st is None:
+                counter = self.counter_factory(model)
+                if self.store.has_session(session_id):
+                    st = SessionState.rebuild(
+                        session_id, counter, self.store.artifacts(session_id),
+                        self.store.checkpoints(session_id),
+                    )
+                else:
+                    st = SessionState(session_id=session_id, counter=counter)
+                self._states[session_id] = st
+            return st
+
+    def forget_state(self, session_id: str) -> None:
+        """Drop cached bookkeeping (the store stays the source of truth)."""
+        with self._states_lock:
+            self._states.pop(session_id, None)
+
+    def fail(self, session_id: str | None, exc: BaseException) -> None:
+        self.failures += 1
+        log.warning("recording failed for session %s: %r", session_id, exc, exc_info=exc)
+        if session_id:
+            self.store.mark_failure(session_id, repr(exc))
+
+    # -- primitives -------------------------------------------------------
+    def artifact(
+        self,
+        st: SessionState,
+        type_: ArtifactType,
+        aid: str,
+        content: str,
+        *,
+        parents: Iterable[str] = (),
+        source_ids: Iterable[str] = (),
+        step: int | None = None,
+        committed: bool = True,
+        attrs: dict[str, Any] | None = None,
+        count_tokens: bool = True,
+    ) -> Artifact:
+        """Build an artifact (not yet emitted) and queue its content for the vault."""
+        n = st.counter.count(content) if count_tokens and content else 0
+        a = Artifact(
+            id=aid,
+            session_id=st.session_id,
+            type=type_,
+            parents=tuple(dict.fromkeys(parents)),
+            source_ids=tuple(source_ids),
+            token_span=st.advance(n),
+            turn=st.turn,
+            step=st.step if step is None else step,
+            seq=st.next_seq(),
+            committed=committed,
+            content_hash=self.hasher.hash(content),
+            attrs=attrs or {},
+        )
+        self.store.submit(Batch(session_id=st.session_id, content={aid: content}))
+        if self.content_in_spans:
+            self._span_content[aid] = content
+        return a
+
+    def links_for(self, st: SessionState, parents: Iterable[str]) -> list[Link]:
+        links = []
+        for p in parents:
+            ctx = st.known.get(p)
+            if ctx is not None:
+                links.append(Link(ctx, {"unsee.link.artifact": p}))
+        return links
+
+    def start_span(
+        self,
+        st: SessionState,
+        name: str,
+        primary: Artifact | None = None,
+        attributes: dict[str, Any] | None = None,
+        kind: SpanKind = SpanKind.INTERNAL,
+    ) -> Span:
+        parent_ctx = trace.set_span_in_context(st.root) if st.root is not None else None
+        attrs: dict[str, Any] = {
+            sc.SESSION: st.session_id,
+            sc.GEN_AI_CONVERSATION_ID: st.session_id,
+            sc.TURN: st.turn,
+            sc.TOKENIZER: st.counter.name,
+        }
+        if attributes:
+            attrs.update(attributes)
+        links = []
+        if primary is not None:
+            attrs.update(sc.artifact_attributes(primary, self._content(st, primary)))
+            links = self.links_for(st, primary.parents)
+        return self.tracer.start_span(name, context=parent_ctx, kind=kind, attributes=attrs, links=links)
+
+    def link(self, st: SessionState, span: Span, artifact_ids: Iterable[str]) -> None:
+        """Add span links to the spans that recorded ``artifact_ids`` (data-flow parents)."""
+        add = getattr(span, "add_link", None)
+        if add is None:
+            return
+        for aid in artifact_ids:
+            ctx = st.known.get(aid)
+            if ctx is not None:
+                add(ctx, {"unsee.link.artifact": aid})
+
+    def set_primary(self, st: SessionState, span: Span, a: Artifact) -> None:
+        """Attach the primary artifact once it is known (after the operation ran).
+
+        The caller has linked the parents; the ``unsee.artifact.parents``
+        attribute carries them too, since Jaeger's graph does not draw links.
+        """
+        span.set_attributes(sc.artifact_attributes(a, self._content(st, a)))
+        st.remember(a, span.get_span_context())
+
+    def add_artifact_event(self, st: SessionState, span: Span, a: Artifact) -> None:
+        span.add_event(sc.ARTIFACT_EVENT, sc.artifact_attributes(a, self._content(st, a)))
+        st.remember(a, span.get_span_context())
+
+    def emit(self, st: SessionState, name: str, a: Artifact, attributes: dict[str, Any] | None = None) -> None:
+        """A short span whose only job is to carry one artifact."""
+        span = self.start_span(st, name, a, attributes)
+        st.remember(a, span.get_span_context())
+        span.end()
+
+    def _content(self, st: SessionState, a: Artifact) -> str | None:
+        if not self.content_in_spans:
+            return None
+        return self._span_content.pop(a.id, None)
+
+    def checkpoint(
+        self,
+        st: SessionState,
+        kind: CheckpointKind,
+        *,
+        step: int | None = None,
+        langgraph_checkpoint_id: str | None = None,
+        env: bool = False,
+    ) -> Checkpoint:
+        """Register a checkpoint (metadata only) in its own short span."""
+        env_id = None
+        if env and self.env_snapshotter is not None:
+            try:
+                env_id = self.env_snapshotter(st.session_id)
+            except Exception as exc:  # a snapshot failure must not stop the agent
+                self.fail(st.session_id, exc)
+        seq = st.next_seq()
+        cp = Checkpoint(
+            id=short_id("ckpt", st.session_id, str(seq)),
+            session_id=st.session_id,
+            kind=kind,
+            step=st.step + 1 if step is None else step,
+            turn=st.turn,
+            seq=seq,
+            token_offset=st.cache_offset if st.cache_offset is not None else st.offset,
+            cache_handle=st.cache_handle,
+            env_snapshot_id=env_id,
+            prompt_manifest=tuple(st.live),
+            langgraph_checkpoint_id=langgraph_checkpoint_id,
+            created_ns=time.time_ns(),
+        )
+        span = self.start_span(st, f"checkpoint {kind.value}", attributes=sc.checkpoint_attributes(cp))
+        span.end()
+        return cp
+
+    # -- ids --------------------------------------------------------------
+    def system_prompt_id(self, st: SessionState, text: str) -> str:
+        return short_id("sys", st.session_id, self.hasher.hash(text))
+
+    def ensure_system_prompt(self, st: SessionState, text: str) -> str:
+        aid = self.system_prompt_id(st, text)
+        if aid not in st.known:
+            a = self.artifact(st, ArtifactType.PROMPT_BLOCK, aid, text, source_ids=("system_prompt",),
+                              attrs={"role": "system"})
+            self.emit(st, "prompt_block system", a)
+        return aid
+
+
+def json_dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+
+
+def error_status(span: Span, exc: BaseException) -> None:
+    span.record_exception(exc)
+    span.set_status(Status(StatusCode.ERROR, type(exc).__name__))

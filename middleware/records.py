@@ -1,0 +1,123 @@
+"""Frozen records of the provenance layer: artifacts, checkpoints, sessions.
+
+These are the units the span processor writes to the store and the graph
+queries read. They never carry payload text: content lives in the vault.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ArtifactType(str, Enum):
+    USER_INPUT = "user_input"
+    MEMORY_READ = "memory_read"
+    TOOL_RETURN = "tool_return"
+    PROMPT_BLOCK = "prompt_block"
+    MODEL_TURN = "model_turn"
+    REPLY = "reply"
+    PLAN = "plan"
+    TOOL_CALL = "tool_call"
+    SUMMARY = "summary"
+    MEMORY_WRITE = "memory_write"
+
+
+#: Artifacts that bring data from outside the agent (the observation stream o_t).
+OBSERVATION_TYPES = frozenset(
+    {ArtifactType.USER_INPUT, ArtifactType.MEMORY_READ, ArtifactType.TOOL_RETURN}
+)
+
+
+class Artifact(BaseModel):
+    """One node of the provenance graph.
+
+    ``token_span`` is ``(start, end)`` in the session's token stream (end
+    exclusive), counted with the model's tokenizer where known, else tiktoken.
+    ``seq`` is the total recording order inside the session; ``step`` is the
+    index of the observation the artifact belongs to (observations open a new
+    step, derived artifacts take the step of the transition producing them).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    session_id: str
+    type: ArtifactType
+    parents: tuple[str, ...] = ()
+    source_ids: tuple[str, ...] = ()
+    token_span: tuple[int, int] = (0, 0)
+    turn: int = 0
+    step: int = 0
+    seq: int = 0
+    committed: bool = True
+    content_hash: str = ""
+    labels: tuple[str, ...] = ()
+    attrs: dict[str, Any] = Field(default_factory=dict)
+    trace_id: str | None = None
+    span_id: str | None = None
+
+    @property
+    def is_observation(self) -> bool:
+        return self.type in OBSERVATION_TYPES
+
+
+class CheckpointKind(str, Enum):
+    SESSION_START = "session_start"
+    TURN = "turn"
+    MEMORY_INJECTION = "memory_injection"
+    TOOL_CALL = "tool_call"
+    COMPACTION = "compaction"
+
+
+class Checkpoint(BaseModel):
+    """Metadata of a splice point. No tensors: restoring is cropping to ``token_offset``.
+
+    ``step`` is the step of the next observation (the checkpoint lies before it),
+    so the latest checkpoint usable for a target entering at tau is the last
+    one with ``step <= tau``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    session_id: str
+    kind: CheckpointKind
+    step: int
+    turn: int
+    seq: int
+    token_offset: int
+    cache_handle: str | None = None
+    env_snapshot_id: str | None = None
+    prompt_manifest: tuple[str, ...] = ()
+    langgraph_checkpoint_id: str | None = None
+    created_ns: int = 0
+
+
+class SessionInfo(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    artifacts: int
+    checkpoints: int
+    turns: int
+    incomplete: bool
+    failures: int
+    tokenizer: str | None
+    created_ns: int
+    updated_ns: int
+
+
+class Hit(BaseModel):
+    """Where a target first entered: the step tau, the artifact and its sources."""
+
+    model_config = ConfigDict(frozen=True)
+
+    target_hash: str
+    step: int
+    artifact_id: str
+    artifact_type: ArtifactType
+    source_ids: tuple[str, ...]
+    occurrences: tuple[str, ...] = ()

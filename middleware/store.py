@@ -1,0 +1,412 @@
+"""SQLite provenance store and content vault under the unsee home.
+
+``provenance.sqlite`` holds sessions, artifacts, checkpoints and the spans
+they came from (for export). ``vault.sqlite`` holds payload text keyed by
+artifact id, in its own file so it can be erased without touching structure.
+
+Writes go through one background writer thread in batches: recording is an
+observer and must not put SQLite commits on the agent's hot path. ``flush()``
+waits until everything submitted so far is durable; readers call it first.
+A failed write never raises into the agent: it is logged, counted, and the
+session is marked incomplete.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import SessionNotFound
+from .records import Artifact, ArtifactType, Checkpoint, CheckpointKind, SessionInfo
+
+log = logging.getLogger("unsee.store")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+  session_id TEXT PRIMARY KEY,
+  created_ns INTEGER NOT NULL,
+  updated_ns INTEGER NOT NULL,
+  incomplete INTEGER NOT NULL DEFAULT 0,
+  failures INTEGER NOT NULL DEFAULT 0,
+  tokenizer TEXT,
+  meta TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS artifacts (
+  session_id TEXT NOT NULL,
+  id TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  type TEXT NOT NULL,
+  parents TEXT NOT NULL,
+  source_ids TEXT NOT NULL,
+  token_start INTEGER NOT NULL,
+  token_end INTEGER NOT NULL,
+  turn INTEGER NOT NULL,
+  step INTEGER NOT NULL,
+  committed INTEGER NOT NULL,
+  content_hash TEXT NOT NULL,
+  labels TEXT NOT NULL,
+  attrs TEXT NOT NULL,
+  trace_id TEXT,
+  span_id TEXT,
+  PRIMARY KEY (session_id, id)
+);
+CREATE INDEX IF NOT EXISTS artifacts_seq ON artifacts(session_id, seq);
+CREATE TABLE IF NOT EXISTS checkpoints (
+  session_id TEXT NOT NULL,
+  id TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  step INTEGER NOT NULL,
+  turn INTEGER NOT NULL,
+  token_offset INTEGER NOT NULL,
+  cache_handle TEXT,
+  env_snapshot_id TEXT,
+  prompt_manifest TEXT NOT NULL,
+  langgraph_checkpoint_id TEXT,
+  created_ns INTEGER NOT NULL,
+  PRIMARY KEY (session_id, id)
+);
+CREATE TABLE IF NOT EXISTS spans (
+  session_id TEXT NOT NULL,
+  trace_id TEXT NOT NULL,
+  span_id TEXT NOT NULL,
+  parent_span_id TEXT,
+  name TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  start_ns INTEGER NOT NULL,
+  end_ns INTEGER NOT NULL,
+  attributes TEXT NOT NULL,
+  events TEXT NOT NULL,
+  links TEXT NOT NULL,
+  status_code TEXT NOT NULL,
+  status_description TEXT,
+  resource TEXT NOT NULL,
+  scope TEXT NOT NULL,
+  PRIMARY KEY (trace_id, span_id)
+);
+CREATE INDEX IF NOT EXISTS spans_session ON spans(session_id, start_ns);
+"""
+
+VAULT_SCHEMA = """
+CREATE TABLE IF NOT EXISTS content (
+  session_id TEXT NOT NULL,
+  artifact_id TEXT NOT NULL,
+  content TEXT NOT NULL,
+  PRIMARY KEY (session_id, artifact_id)
+);
+"""
+
+
+@dataclass
+class SpanRow:
+    session_id: str
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    name: str
+    kind: str
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, Any]
+    events: list[dict[str, Any]]
+    links: list[dict[str, Any]]
+    status_code: str
+    status_description: str | None
+    resource: dict[str, Any]
+    scope: str
+
+
+@dataclass
+class Batch:
+    """What one finished span (or one recorder action) contributes to the store."""
+
+    session_id: str
+    artifacts: list[Artifact] = field(default_factory=list)
+    checkpoints: list[Checkpoint] = field(default_factory=list)
+    commits: list[str] = field(default_factory=list)
+    span: SpanRow | None = None
+    content: dict[str, str] = field(default_factory=dict)
+    tokenizer: str | None = None
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    return conn
+
+
+class ProvenanceStore:
+    """Provenance tables + vault, with a batching writer thread."""
+
+    def __init__(self, home: Path):
+        self.home = Path(home)
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.path = self.home / "provenance.sqlite"
+        self.vault_path = self.home / "vault.sqlite"
+        self._db = _connect(self.path)
+        self._db.executescript(SCHEMA)
+        self._vault = _connect(self.vault_path)
+        self._vault.executescript(VAULT_SCHEMA)
+        self._read_lock = threading.RLock()
+        self._queue: queue.Queue[Batch | None] = queue.Queue()
+        self._pending = 0
+        self._cond = threading.Condition()
+        self.failures = 0
+        self._incomplete: dict[str, int] = {}
+        self._closed = False
+        self._writer = threading.Thread(target=self._run, name="unsee-store-writer", daemon=True)
+        self._writer.start()
+
+    # -- writing ----------------------------------------------------------
+    def submit(self, batch: Batch) -> None:
+        if self._closed:
+            self.mark_failure(batch.session_id, "store closed")
+            return
+        with self._cond:
+            self._pending += 1
+        self._queue.put(batch)
+
+    def flush(self, timeout: float = 30.0) -> None:
+        """Block until every batch submitted so far is written (or failed)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._pending:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    log.warning("store flush timed out with %d batches pending", self._pending)
+                    return
+                self._cond.wait(left)
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            batch = [item]
+            # Drain what is already queued: one transaction for many spans.
+            while len(batch) < 512:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    self._write_all(batch)
+                    return
+                batch.append(nxt)
+            self._write_all(batch)
+
+    def _write_all(self, batches: list[Batch]) -> None:
+        try:
+            self._write(batches)
+        except Exception as exc:  # observer: never propagate, count and mark
+            log.exception("provenance write failed")
+            for b in batches:
+                self.mark_failure(b.session_id, repr(exc))
+        finally:
+            with self._cond:
+                self._pending -= len(batches)
+                self._cond.notify_all()
+
+    def _write(self, batches: list[Batch]) -> None:
+        now = time.time_ns()
+        with self._read_lock:
+            db, vault = self._db, self._vault
+            vault.execute("BEGIN")
+            try:
+                for b in batches:
+                    for aid, text in b.content.items():
+                        vault.execute(
+                            "INSERT OR REPLACE INTO content VALUES (?,?,?)", (b.session_id, aid, text)
+                        )
+                vault.execute("COMMIT")
+            except Exception:
+                vault.execute("ROLLBACK")
+                raise
+            db.execute("BEGIN")
+            try:
+                for b in batches:
+                    db.execute(
+                        "INSERT INTO sessions(session_id, created_ns, updated_ns, tokenizer) VALUES (?,?,?,?)"
+                        " ON CONFLICT(session_id) DO UPDATE SET updated_ns=excluded.updated_ns,"
+                        " tokenizer=COALESCE(excluded.tokenizer, sessions.tokenizer)",
+                        (b.session_id, now, now, b.tokenizer),
+                    )
+                    for a in b.artifacts:
+                        db.execute(
+                            "INSERT OR IGNORE INTO artifacts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                            _artifact_row(a),
+                        )
+                    for c in b.checkpoints:
+                        db.execute(
+                            "INSERT OR IGNORE INTO checkpoints VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                            _checkpoint_row(c),
+                        )
+                    for aid in b.commits:
+                        db.execute(
+                            "UPDATE artifacts SET committed=1 WHERE session_id=? AND id=?",
+                            (b.session_id, aid),
+                        )
+                    if b.span is not None:
+                        s = b.span
+                        db.execute(
+                            "INSERT OR REPLACE INTO spans VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                            (
+                                s.session_id, s.trace_id, s.span_id, s.parent_span_id, s.name, s.kind,
+                                s.start_ns, s.end_ns, json.dumps(s.attributes), json.dumps(s.events),
+                                json.dumps(s.links), s.status_code, s.status_description,
+                                json.dumps(s.resource), s.scope,
+                            ),
+                        )
+                db.execute("COMMIT")
+            except Exception:
+                db.execute("ROLLBACK")
+                raise
+
+    def mark_failure(self, session_id: str, why: str) -> None:
+        """Count a recording failure and mark the session incomplete (best effort)."""
+        self.failures += 1
+        self._incomplete[session_id] = self._incomplete.get(session_id, 0) + 1
+        log.warning("recording of session %s is incomplete: %s", session_id, why)
+        try:
+            with self._read_lock:
+                now = time.time_ns()
+                self._db.execute(
+                    "INSERT INTO sessions(session_id, created_ns, updated_ns, incomplete, failures)"
+                    " VALUES (?,?,?,1,1) ON CONFLICT(session_id) DO UPDATE SET incomplete=1,"
+                    " failures=sessions.failures+1, updated_ns=excluded.updated_ns",
+                    (session_id, now, now),
+                )
+        except Exception:
+            # The store itself is what failed; the in-memory mark still refuses forgetting.
+            log.exception("could not persist the incomplete mark of %s", session_id)
+
+    # -- reading ----------------------------------------------------------
+    def _rows(self, sql: str, args: Iterable[Any] = ()) -> list[tuple]:
+        self.flush()
+        with self._read_lock:
+            return self._db.execute(sql, tuple(args)).fetchall()
+
+    def has_session(self, session_id: str) -> bool:
+        return bool(self._rows("SELECT 1 FROM sessions WHERE session_id=?", (session_id,)))
+
+    def require(self, session_id: str) -> None:
+        if not self.has_session(session_id):
+            raise SessionNotFound(session_id)
+
+    def sessions(self) -> list[SessionInfo]:
+        rows = self._rows(
+            "SELECT s.session_id, s.created_ns, s.updated_ns, s.incomplete, s.failures, s.tokenizer,"
+            " (SELECT COUNT(*) FROM artifacts a WHERE a.session_id=s.session_id),"
+            " (SELECT COUNT(*) FROM checkpoints c WHERE c.session_id=s.session_id),"
+            " (SELECT COALESCE(MAX(turn),0) FROM artifacts a WHERE a.session_id=s.session_id)"
+            " FROM sessions s ORDER BY s.created_ns"
+        )
+        return [
+            SessionInfo(
+                session_id=r[0], created_ns=r[1], updated_ns=r[2],
+                incomplete=bool(r[3]) or r[0] in self._incomplete,
+                failures=max(r[4], self._incomplete.get(r[0], 0)), tokenizer=r[5],
+                artifacts=r[6], checkpoints=r[7], turns=r[8],
+            )
+            for r in rows
+        ]
+
+    def session(self, session_id: str) -> SessionInfo:
+        for s in self.sessions():
+            if s.session_id == session_id:
+                return s
+        raise SessionNotFound(session_id)
+
+    def artifacts(self, session_id: str) -> list[Artifact]:
+        rows = self._rows(
+            "SELECT * FROM artifacts WHERE session_id=? ORDER BY seq", (session_id,)
+        )
+        return [_artifact_from_row(r) for r in rows]
+
+    def checkpoints(self, session_id: str) -> list[Checkpoint]:
+        rows = self._rows(
+            "SELECT * FROM checkpoints WHERE session_id=? ORDER BY seq", (session_id,)
+        )
+        return [_checkpoint_from_row(r) for r in rows]
+
+    def spans(self, session_id: str) -> list[SpanRow]:
+        rows = self._rows(
+            "SELECT * FROM spans WHERE session_id=? ORDER BY start_ns", (session_id,)
+        )
+        return [
+            SpanRow(
+                r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], json.loads(r[8]),
+                json.loads(r[9]), json.loads(r[10]), r[11], r[12], json.loads(r[13]), r[14],
+            )
+            for r in rows
+        ]
+
+    def content(self, session_id: str, artifact_id: str) -> str | None:
+        self.flush()
+        with self._read_lock:
+            row = self._vault.execute(
+                "SELECT content FROM content WHERE session_id=? AND artifact_id=?",
+                (session_id, artifact_id),
+            ).fetchone()
+        return row[0] if row else None
+
+    def contents(self, session_id: str) -> dict[str, str]:
+        self.flush()
+        with self._read_lock:
+            rows = self._vault.execute(
+                "SELECT artifact_id, content FROM content WHERE session_id=?", (session_id,)
+            ).fetchall()
+        return dict(rows)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self.flush()
+        self._closed = True
+        self._queue.put(None)
+        self._writer.join(timeout=10)
+        with self._read_lock:
+            self._db.close()
+            self._vault.close()
+
+
+def _artifact_row(a: Artifact) -> tuple:
+    return (
+        a.session_id, a.id, a.seq, a.type.value, json.dumps(list(a.parents)),
+        json.dumps(list(a.source_ids)), a.token_span[0], a.token_span[1], a.turn, a.step,
+        int(a.committed), a.content_hash, json.dumps(list(a.labels)), json.dumps(a.attrs),
+        a.trace_id, a.span_id,
+    )
+
+
+def _artifact_from_row(r: tuple) -> Artifact:
+    return Artifact(
+        session_id=r[0], id=r[1], seq=r[2], type=ArtifactType(r[3]), parents=tuple(json.loads(r[4])),
+        source_ids=tuple(json.loads(r[5])), token_span=(r[6], r[7]), turn=r[8], step=r[9],
+        committed=bool(r[10]), content_hash=r[11], labels=tuple(json.loads(r[12])),
+        attrs=json.loads(r[13]), trace_id=r[14], span_id=r[15],
+    )
+
+
+def _checkpoint_row(c: Checkpoint) -> tuple:
+    return (
+        c.session_id, c.id, c.seq, c.kind.value, c.step, c.turn, c.token_offset, c.cache_handle,
+        c.env_snapshot_id, json.dumps(list(c.prompt_manifest)), c.langgraph_checkpoint_id, c.created_ns,
+    )
+
+
+def _checkpoint_from_row(r: tuple) -> Checkpoint:
+    return Checkpoint(
+        session_id=r[0], id=r[1], seq=r[2], kind=CheckpointKind(r[3]), step=r[4], turn=r[5],
+        token_offset=r[6], cache_handle=r[7], env_snapshot_id=r[8],
+        prompt_manifest=tuple(json.loads(r[9])), langgraph_checkpoint_id=r[10], created_ns=r[11],
+    )

@@ -1,0 +1,5 @@
+import sys
+
+from unsee.cli import main
+
+sys.exit(main())

@@ -1,0 +1,160 @@
+"""The ``Unsee`` facade: one object per unsee home.
+
+It owns the provenance store, the tracer provider (ours, or the user's with
+our processor added), the recorder, and hands out the middleware pieces.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+
+from unsee.middleware.graph import ProvenanceGraph
+from unsee.middleware.hashing import ContentHasher
+from unsee.middleware.hooks import UnseeMiddleware
+from unsee.middleware.memory import MemoryInjectionMiddleware, Namespace, NamespaceFn, RecordingStore
+from unsee.middleware.processor import ProvenanceSpanProcessor
+from unsee.middleware.recorder import EnvSnapshotter, Recorder
+from unsee.middleware.records import SessionInfo
+from unsee.middleware.store import ProvenanceStore
+from unsee.middleware.tokens import TokenCounter, counter_for_model, tiktoken_counter
+
+log = logging.getLogger("unsee")
+
+DEFAULT_HOME = ".unsee"
+
+
+def resolve_home(home: str | os.PathLike | None = None) -> Path:
+    """``home`` if given, else ``$UNSEE_HOME``, else ``./.unsee``."""
+    return Path(home or os.environ.get("UNSEE_HOME") or DEFAULT_HOME)
+
+
+class Unsee:
+    """Entry point: ``u = Unsee(home=".unsee")``; ``u.middleware()``; ``u.graph(thread_id)``.
+
+    - ``tracer_provider``: bring your own; unsee adds its span processor to it.
+      Otherwise unsee makes a private provider (the global one is untouched).
+    - ``content_in_spans``: opt in to payload text on spans (off by default:
+      spans carry ids, keyed hashes and token spans; text lives in the vault).
+    - ``tokenizer``: a ``TokenCounter`` for token spans; by default the model's
+      own tokenizer where it exposes one, else tiktoken for its name.
+    - ``span_processors``: extra processors (e.g. a BatchSpanProcessor with an
+      OTLP exporter to send spans live to Jaeger).
+    """
+
+    def __init__(
+        self,
+        home: str | os.PathLike | None = None,
+        *,
+        tracer_provider: TracerProvider | None = None,
+        content_in_spans: bool = False,
+        tokenizer: TokenCounter | None = None,
+        span_processors: list[SpanProcessor] | None = None,
+        env_snapshotter: EnvSnapshotter | None = None,
+        service_name: str = "unsee",
+    ):
+        self.home = resolve_home(home)
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.store = ProvenanceStore(self.home)
+        self.hasher = ContentHasher.from_home(self.home)
+        self.processor = ProvenanceSpanProcessor(self.store)
+        self._own_provider = tracer_provider is None
+        if tracer_provider is None:
+            tracer_provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+        tracer_provider.add_span_processor(self.processor)
+        for p in span_processors or []:
+            tracer_provider.add_span_processor(p)
+        self.tracer_provider = tracer_provider
+        self._tokenizer = tokenizer
+        self.recorder = Recorder(
+            self.store,
+            tracer_provider.get_tracer("unsee", "0.1.0"),
+            self.hasher,
+            self._counter_for,
+            content_in_spans=content_in_spans,
+            env_snapshotter=env_snapshotter,
+        )
+        self._middleware: UnseeMiddleware | None = None
+        atexit.register(self.close)
+
+    def _counter_for(self, model: object | None) -> TokenCounter:
+        if self._tokenizer is not None:
+            return self._tokenizer
+        if model is not None:
+            return counter_for_model(model)
+        return tiktoken_counter()
+
+    # -- pieces for create_agent ------------------------------------------
+    def middleware(self) -> UnseeMiddleware:
+        """The recording middleware (one per Unsee; safe to share between agents)."""
+        if self._middleware is None:
+            self._middleware = UnseeMiddleware(self.recorder)
+        return self._middleware
+
+    def memory_middleware(self, store: Any, namespace: Namespace | NamespaceFn, *, limit: int = 10):
+        """Middleware that injects memories from ``store`` into the prompt, recorded."""
+        return MemoryInjectionMiddleware(self.recorder, store, namespace, limit=limit)
+
+    def recorded_store(self, store: Any) -> RecordingStore:
+        """Wrap a LangGraph ``BaseStore`` so writes by tools/middleware are recorded."""
+        return RecordingStore(store, self.recorder)
+
+    def span_processor(self) -> ProvenanceSpanProcessor:
+        """The processor to add to your own TracerProvider (done for you if you pass it)."""
+        return self.processor
+
+    # -- reading ----------------------------------------------------------
+    def flush(self) -> None:
+        self.tracer_provider.force_flush()
+        self.store.flush()
+
+    def sessions(self) -> list[SessionInfo]:
+        self.flush()
+        return self.store.sessions()
+
+    def graph(self, thread_id: str) -> ProvenanceGraph:
+        """The provenance graph of one session (session id = LangGraph thread_id)."""
+        self.flush()
+        self.store.require(thread_id)
+        contents = self.store.contents(thread_id)
+        return ProvenanceGraph(
+            self.store.artifacts(thread_id),
+            self.store.checkpoints(thread_id),
+            content_of=contents.get,
+            hash_of=self.hasher.hash,
+            session_id=thread_id,
+        )
+
+    def session(self, thread_id: str) -> SessionInfo:
+        self.flush()
+        return self.store.session(thread_id)
+
+    # -- export -----------------------------------------------------------
+    def export_otlp(self, thread_id: str, endpoint: str, *, protocol: str = "http", timeout: float = 10.0) -> int:
+        from unsee.middleware.export import export_otlp
+
+        self.flush()
+        self.store.require(thread_id)
+        return export_otlp(self.store.spans(thread_id), endpoint, protocol=protocol, timeout=timeout)
+
+    def export_jaeger_json(self, thread_id: str, path: str | os.PathLike) -> int:
+        from unsee.middleware.export import write_jaeger_json
+
+        self.flush()
+        self.store.require(thread_id)
+        return write_jaeger_json(self.store.spans(thread_id), Path(path))
+
+    def close(self) -> None:
+        try:
+            self.tracer_provider.force_flush()
+            if self._own_provider:
+                self.tracer_provider.shutdown()
+        except Exception:
+            log.debug("tracer provider shutdown failed", exc_info=True)
+        self.store.close()
