@@ -63,3 +63,12 @@ class InvalidArgument(UnseeError, ValueError):
 
 class ExportError(UnseeError, RuntimeError):
     """Sending or writing a recorded session failed."""
+
+
+class SessionBusy(UnseeError, RuntimeError):
+    """An agent run is in progress on the session."""
+
+    def __init__(self, session_id: str, waited: float | None = None):
+        how = f" after waiting {waited:.0f} s" if waited else " (asked not to wait)"
+        super().__init__(f"session {session_id!r} has an agent run in progress{how}")
+        self.session_id = session_id

@@ -9,6 +9,7 @@ detected in the prompt) in ``wrap_model_call``, tool calls in
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -20,7 +21,9 @@ from opentelemetry import trace
 from opentelemetry.trace import Span
 
 from . import semconv as sc
+from .discovery import find_agent
 from .hashing import short_id
+from .interception import acompose, compose
 from .recorder import ModelCallScope, Recorder, current_producer, current_scope, error_status, json_dumps
 from .records import ArtifactType, CheckpointKind
 from .session_state import SessionState
@@ -29,6 +32,19 @@ log = logging.getLogger("unsee.hooks")
 
 DEFAULT_SESSION = "default"
 EFFECT_KEY = "unsee.effect"
+
+
+def logical_session() -> str:
+    """The session a model cache, sampler seed or call ledger belongs to.
+
+    Equal to the thread id, except during a replay, which runs in a scratch
+    thread on behalf of the session it rebuilds (``configurable.unsee_session``).
+    """
+    try:
+        conf = get_config().get("configurable", {}) or {}
+    except RuntimeError:
+        return DEFAULT_SESSION
+    return str(conf.get("unsee_session") or conf.get("thread_id") or DEFAULT_SESSION)
 
 
 def current_session() -> tuple[str, str | None]:
@@ -61,22 +77,27 @@ def is_summary(message: BaseMessage) -> bool:
 
 
 def message_artifact(session_id: str, message: BaseMessage) -> tuple[str, ArtifactType] | None:
-    """The artifact id a state message stands for (deterministic across processes)."""
+    """The artifact id a state message stands for.
+
+    Derived from the LangGraph message id (or tool call id) only, not from the
+    thread: a thread forked for replay maps the same messages to the same
+    artifacts, which is what lets a counterfactual graph replace the old one.
+    """
     if isinstance(message, ToolMessage):
-        return short_id("tr", session_id, message.tool_call_id), ArtifactType.TOOL_RETURN
+        return short_id("tr", message.tool_call_id), ArtifactType.TOOL_RETURN
     if message.id is None:
         return None
     if is_summary(message):
-        return short_id("sum", session_id, message.id), ArtifactType.SUMMARY
+        return short_id("sum", message.id), ArtifactType.SUMMARY
     if isinstance(message, HumanMessage):
-        return short_id("in", session_id, message.id), ArtifactType.USER_INPUT
+        return short_id("in", message.id), ArtifactType.USER_INPUT
     if isinstance(message, AIMessage):
-        return short_id("mt", session_id, message.id), ArtifactType.MODEL_TURN
+        return short_id("mt", message.id), ArtifactType.MODEL_TURN
     return None
 
 
 def tool_call_artifact_id(session_id: str, call_id: str) -> str:
-    return short_id("call", session_id, call_id)
+    return short_id("call", call_id)
 
 
 def effect_of_tool(tool: Any) -> str | None:
@@ -133,6 +154,11 @@ class UnseeMiddleware(AgentMiddleware):
                     st.root.end()
                     st.root = None
                 st.turn += 1
+                rec.mark_running(sid, True)
+                if sid not in rec.agents:
+                    agent = find_agent(self)
+                    if agent is not None:
+                        rec.learn_agent(sid, agent)
                 st.root = rec.tracer.start_span(
                     f"{sc.OP_INVOKE_AGENT} agent",
                     attributes={
@@ -160,6 +186,8 @@ class UnseeMiddleware(AgentMiddleware):
                     st.root = None
         except Exception as exc:
             self.recorder.fail(sid, exc)
+        finally:
+            self.recorder.mark_running(sid, False)
 
     def _record_message(self, st: SessionState, m: BaseMessage, current: set[str] = frozenset()) -> str | None:
         """Record a state message not seen before; return its artifact id."""
@@ -206,6 +234,10 @@ class UnseeMiddleware(AgentMiddleware):
 
     # -- model calls ------------------------------------------------------
     def wrap_model_call(self, request, handler):
+        chain = self.recorder.interceptors.chain(current_session()[0])
+        if chain:
+            inner = handler
+            handler = lambda req: compose(chain, "model_call", req, inner)  # noqa: E731
         call = self._pre_model(request)
         if call is None:
             return handler(request)
@@ -221,6 +253,10 @@ class UnseeMiddleware(AgentMiddleware):
         return self._post_model(call, request, response)
 
     async def awrap_model_call(self, request, handler):
+        chain = self.recorder.interceptors.chain(current_session()[0])
+        if chain:
+            inner = handler
+            handler = lambda req: acompose(chain, "model_call", req, inner)  # noqa: E731
         call = self._pre_model(request)
         if call is None:
             return await handler(request)
@@ -290,12 +326,12 @@ class UnseeMiddleware(AgentMiddleware):
                     span.end()
                     return response
                 if ai.id is None:
-                    ai.id = f"lc_unsee-{short_id('ai', st.session_id, str(st.seq), str(id(ai)))}"
+                    ai.id = f"lc_unsee-{uuid.uuid4()}"
                 meta = (ai.response_metadata or {}).get("unsee") or {}
                 if meta.get("cache_handle"):
                     st.cache_handle = str(meta["cache_handle"])
                     st.cache_offset = int(meta.get("offset_end", 0)) or None
-                mt_id = short_id("mt", st.session_id, ai.id)
+                mt_id = short_id("mt", ai.id)
                 calls = list(ai.tool_calls or [])
                 body = text_of(ai)
                 record = body + ("\n" + json_dumps([{"name": c["name"], "args": c["args"]} for c in calls]) if calls else "")
@@ -312,7 +348,7 @@ class UnseeMiddleware(AgentMiddleware):
                 rec.set_primary(st, span, mt)
                 if body:
                     kind = ArtifactType.PLAN if calls else ArtifactType.REPLY
-                    part = rec.artifact(st, kind, short_id(kind.value[:4], st.session_id, ai.id), body,
+                    part = rec.artifact(st, kind, short_id(kind.value[:4], ai.id), body,
                                         parents=(mt_id,), count_tokens=False)
                     rec.add_artifact_event(st, span, part)
                 tools_by_name = {getattr(t, "name", None): t for t in request.tools or []}
@@ -340,6 +376,10 @@ class UnseeMiddleware(AgentMiddleware):
 
     # -- tool calls -------------------------------------------------------
     def wrap_tool_call(self, request, handler):
+        chain = self.recorder.interceptors.chain(current_session()[0])
+        if chain:
+            inner = handler
+            handler = lambda req: compose(chain, "tool_call", req, inner)  # noqa: E731
         call = self._pre_tool(request)
         if call is None:
             return handler(request)
@@ -355,6 +395,10 @@ class UnseeMiddleware(AgentMiddleware):
         return self._post_tool(call, result)
 
     async def awrap_tool_call(self, request, handler):
+        chain = self.recorder.interceptors.chain(current_session()[0])
+        if chain:
+            inner = handler
+            handler = lambda req: acompose(chain, "tool_call", req, inner)  # noqa: E731
         call = self._pre_tool(request)
         if call is None:
             return await handler(request)
@@ -411,7 +455,7 @@ class UnseeMiddleware(AgentMiddleware):
             msg = _tool_message_of(result)
             text = text_of(msg) if msg is not None else ""
             with st.lock:
-                aid = short_id("tr", st.session_id, call["call_id"] or "")
+                aid = short_id("tr", call["call_id"] or "")
                 a = rec.artifact(
                     st, ArtifactType.TOOL_RETURN, aid, text, parents=(call["cid"],),
                     source_ids=(f"tool:{call['name']}",), step=call["step"],

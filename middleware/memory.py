@@ -26,6 +26,7 @@ from .hashing import short_id
 from .hooks import current_session, text_of
 from .recorder import ModelCallScope, Recorder, current_producer, current_scope
 from .records import ArtifactType, CheckpointKind
+from .store import Batch
 
 Namespace = tuple[str, ...]
 NamespaceFn = Callable[[dict[str, Any]], Namespace]
@@ -94,7 +95,7 @@ class MemoryInjectionMiddleware(AgentMiddleware):
                 for item in items:
                     src = source_key(item.namespace, item.key)
                     text = render_item(item.key, item.value)
-                    aid = short_id("mem", sid, src, rec.hasher.hash(text))
+                    aid = short_id("mem", src, rec.hasher.hash(text))
                     if aid not in st.known:
                         parent = st.last_write.get(src)
                         a = rec.artifact(st, ArtifactType.MEMORY_READ, aid, text,
@@ -103,7 +104,7 @@ class MemoryInjectionMiddleware(AgentMiddleware):
                         rec.link(st, span, a.parents)
                         rec.add_artifact_event(st, span, a)
                     reads.append(aid)
-                bid = short_id("blk", sid, rec.hasher.hash(block))
+                bid = short_id("blk", rec.hasher.hash(block))
                 if bid not in st.known:
                     b = rec.artifact(st, ArtifactType.PROMPT_BLOCK, bid, block, parents=reads,
                                      source_ids=("memory_injection",), attrs={"role": "memory"})
@@ -147,53 +148,164 @@ class MemoryInjectionMiddleware(AgentMiddleware):
                 current_scope.reset(token)
 
 
+def _dump(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, sort_keys=True, default=str)
+
+
+def _load(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+class StoreOverlay:
+    """A thread-local view of the store for a replay: the store as it was at the
+    fork point (later writes of the replayed session rolled back), with
+    replacements (the sanitized memory item) and the replay's own writes on top.
+    Nothing reaches the real store until ``apply``."""
+
+    def __init__(self, base: dict[tuple[tuple[str, ...], str], Any]):
+        #: (namespace, key) -> value, or None for "absent"
+        self.view: dict[tuple[tuple[str, ...], str], Any] = dict(base)
+
+    def get(self, inner: BaseStore, ns: tuple[str, ...], key: str) -> Any:
+        if (ns, key) in self.view:
+            return self.view[(ns, key)]
+        item = inner.get(ns, key)
+        return item.value if item is not None else None
+
+    def put(self, ns: tuple[str, ...], key: str, value: Any) -> None:
+        self.view[(ns, key)] = value
+
+    def apply(self, inner: BaseStore) -> None:
+        for (ns, key), value in self.view.items():
+            if value is None:
+                inner.delete(ns, key)
+            else:
+                inner.put(ns, key, value)
+
+
 class RecordingStore(BaseStore):
-    """A ``BaseStore`` proxy that records writes as ``memory_write`` artifacts."""
+    """A ``BaseStore`` proxy that records writes as ``memory_write`` artifacts,
+    journals each write's old and new value (so a replay can roll the store
+    back to a fork point), and serves replay threads through a ``StoreOverlay``.
+    """
 
     def __init__(self, inner: BaseStore, recorder: Recorder):
         self.inner = inner
         self.recorder = recorder
+        self.overlays: dict[str, StoreOverlay] = {}
 
     def __getattr__(self, name: str) -> Any:  # index config, ttl, etc.
         return getattr(self.inner, name)
 
+    # -- overlays (replay) -------------------------------------------------
+    def begin_overlay(self, scratch_thread: str, session_id: str, since_seq: int,
+                      replace: dict[tuple[tuple[str, ...], str], Any] | None = None) -> StoreOverlay:
+        base: dict[tuple[tuple[str, ...], str], Any] = {}
+        for seq, ns, key, old, new in reversed(self.recorder.store.store_journal(session_id, since_seq)):
+            base[(ns, key)] = _load(old)
+        base.update(replace or {})
+        ov = StoreOverlay(base)
+        self.overlays[scratch_thread] = ov
+        return ov
+
+    def end_overlay(self, scratch_thread: str) -> StoreOverlay | None:
+        return self.overlays.pop(scratch_thread, None)
+
+    def _overlay_batch(self, ov: StoreOverlay, ops: list[Op]) -> list[Result]:
+        from langgraph.store.base import GetOp, Item, SearchItem, SearchOp
+
+        out: list[Result] = []
+        for op in ops:
+            if isinstance(op, GetOp):
+                value = ov.get(self.inner, op.namespace, op.key)
+                out.append(None if value is None else Item(value=value, key=op.key, namespace=op.namespace,
+                                                           created_at=_now(), updated_at=_now()))
+            elif isinstance(op, PutOp):
+                ov.put(op.namespace, op.key, op.value)
+                out.append(None)
+            elif isinstance(op, SearchOp):
+                found = {(tuple(i.namespace), i.key): i for i in self.inner.batch([op._replace(limit=10_000, offset=0)])[0]}
+                for (ns, key), value in ov.view.items():
+                    if ns[: len(op.namespace_prefix)] != tuple(op.namespace_prefix):
+                        continue
+                    if value is None:
+                        found.pop((ns, key), None)
+                    else:
+                        found[(ns, key)] = SearchItem(namespace=ns, key=key, value=value,
+                                                      created_at=_now(), updated_at=_now())
+                items = sorted(found.values(), key=lambda i: (tuple(i.namespace), i.key))
+                out.append(items[op.offset: op.offset + op.limit])
+            else:
+                out.extend(self.inner.batch([op]))
+        return out
+
+    # -- BaseStore --------------------------------------------------------
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         ops = list(ops)
-        results = self.inner.batch(ops)
-        self._record(ops)
+        thread = current_session()[0]
+        ov = self.overlays.get(thread)
+        old = self._old_values(ops, ov)
+        results = self._overlay_batch(ov, ops) if ov is not None else self.inner.batch(ops)
+        self._record(ops, old)
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         ops = list(ops)
-        results = await self.inner.abatch(ops)
-        self._record(ops)
+        thread = current_session()[0]
+        ov = self.overlays.get(thread)
+        old = self._old_values(ops, ov)
+        if ov is not None:
+            results = self._overlay_batch(ov, ops)
+        else:
+            results = await self.inner.abatch(ops)
+        self._record(ops, old)
         return results
 
-    def _record(self, ops: list[Op]) -> None:
+    def _old_values(self, ops: list[Op], ov: StoreOverlay | None) -> list[Any]:
+        out = []
+        for op in ops:
+            if isinstance(op, PutOp):
+                if ov is not None:
+                    out.append(ov.get(self.inner, op.namespace, op.key))
+                else:
+                    item = self.inner.get(op.namespace, op.key)
+                    out.append(item.value if item is not None else None)
+        return out
+
+    def _record(self, ops: list[Op], old: list[Any]) -> None:
         puts = [op for op in ops if isinstance(op, PutOp)]
         if not puts:
             return
         producer = current_producer.get()
-        sid = producer[0] if producer else current_session()[0]
+        sid = current_session()[0]
         rec = self.recorder
         try:
             st = rec.state(sid)
             with st.lock:
-                parent = producer[1] if producer else None
+                parent = producer[1] if producer and producer[0] == sid else None
                 span = rec.start_span(st, f"{sc.OP_UPDATE_MEMORY} {'/'.join(puts[0].namespace)}",
                                       attributes={sc.GEN_AI_OPERATION: sc.OP_UPDATE_MEMORY})
                 if parent:
                     rec.link(st, span, [parent])
-                for op in puts:
+                journal = []
+                for op, before in zip(puts, old):
                     src = source_key(op.namespace, op.key)
                     deleted = op.value is None
                     text = "" if deleted else render_item(op.key, op.value)
-                    aid = short_id("mw", sid, src, str(st.seq))
+                    aid = short_id("mw", sid, src, str(st.seq))  # a write is an event of this thread
                     a = rec.artifact(st, ArtifactType.MEMORY_WRITE, aid, text,
                                      parents=(parent,) if parent else (), source_ids=(src,),
                                      attrs={"key": op.key, "deleted": deleted})
                     rec.add_artifact_event(st, span, a)
                     st.last_write[src] = aid
+                    journal.append((a.seq, tuple(op.namespace), op.key, _dump(before), _dump(op.value)))
+                rec.store.submit(Batch(session_id=sid, journal=journal))
                 span.end()
         except Exception as exc:
             rec.fail(sid, exc)
+
+
+def _now():
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc)

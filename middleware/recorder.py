@@ -21,7 +21,9 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
 
 from . import semconv as sc
+from .errors import SessionBusy
 from .hashing import ContentHasher, short_id
+from .interception import InterceptorRegistry
 from .records import Artifact, ArtifactType, Checkpoint, CheckpointKind
 from .session_state import SessionState
 from .store import Batch, ProvenanceStore
@@ -76,6 +78,12 @@ class Recorder:
         self._states: dict[str, SessionState] = {}
         self._states_lock = threading.Lock()
         self._span_content: dict[str, str] = {}
+        self.interceptors = InterceptorRegistry()
+        #: session id -> the compiled agent that ran it (learned on first run)
+        self.agents: dict[str, Any] = {}
+        self.last_agent: Any = None
+        self._running: dict[str, int] = {}
+        self._running_cond = threading.Condition()
 
     # -- session state ----------------------------------------------------
     def state(self, session_id: str, model: object | None = None) -> SessionState:
@@ -92,6 +100,32 @@ class Recorder:
                     st = SessionState(session_id=session_id, counter=counter)
                 self._states[session_id] = st
             return st
+
+    # -- runs and agents -------------------------------------------------
+    def mark_running(self, session_id: str, running: bool) -> None:
+        with self._running_cond:
+            n = self._running.get(session_id, 0) + (1 if running else -1)
+            if n > 0:
+                self._running[session_id] = n
+            else:
+                self._running.pop(session_id, None)
+            self._running_cond.notify_all()
+
+    def is_running(self, session_id: str) -> bool:
+        with self._running_cond:
+            return session_id in self._running
+
+    def wait_idle(self, session_id: str, wait: bool = True, timeout: float = 300.0) -> None:
+        """Return once no run is in progress on the session (or raise ``SessionBusy``)."""
+        with self._running_cond:
+            if session_id in self._running and not wait:
+                raise SessionBusy(session_id)
+            if not self._running_cond.wait_for(lambda: session_id not in self._running, timeout):
+                raise SessionBusy(session_id, waited=timeout)
+
+    def learn_agent(self, session_id: str, agent: Any) -> None:
+        self.agents[session_id] = agent
+        self.last_agent = agent
 
     def forget_state(self, session_id: str) -> None:
         """Drop cached bookkeeping (the store stays the source of truth)."""
@@ -234,6 +268,7 @@ class Recorder:
             env_snapshot_id=env_id,
             prompt_manifest=tuple(st.live),
             langgraph_checkpoint_id=langgraph_checkpoint_id,
+            langgraph_thread_id=st.session_id if langgraph_checkpoint_id else None,
             created_ns=time.time_ns(),
         )
         span = self.start_span(st, f"checkpoint {kind.value}", attributes=sc.checkpoint_attributes(cp))
@@ -242,7 +277,7 @@ class Recorder:
 
     # -- ids --------------------------------------------------------------
     def system_prompt_id(self, st: SessionState, text: str) -> str:
-        return short_id("sys", st.session_id, self.hasher.hash(text))
+        return short_id("sys", self.hasher.hash(text))
 
     def ensure_system_prompt(self, st: SessionState, text: str) -> str:
         aid = self.system_prompt_id(st, text)

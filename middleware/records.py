@@ -93,6 +93,9 @@ class Checkpoint(BaseModel):
     env_snapshot_id: str | None = None
     prompt_manifest: tuple[str, ...] = ()
     langgraph_checkpoint_id: str | None = None
+    #: the LangGraph thread that checkpoint id lives in (a replay's scratch thread
+    #: after a forget was committed; the session's own thread otherwise)
+    langgraph_thread_id: str | None = None
     created_ns: int = 0
 
 

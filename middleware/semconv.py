@@ -112,7 +112,7 @@ def checkpoint_attributes(c: Checkpoint) -> dict[str, Any]:
         C + "prompt_manifest": list(c.prompt_manifest),
         C + "created_ns": c.created_ns,
     }
-    for key in ("cache_handle", "env_snapshot_id", "langgraph_checkpoint_id"):
+    for key in ("cache_handle", "env_snapshot_id", "langgraph_checkpoint_id", "langgraph_thread_id"):
         value = getattr(c, key)
         if value is not None:
             out[C + key] = value
@@ -134,5 +134,6 @@ def checkpoint_from_attributes(attrs: Mapping[str, Any], session_id: str) -> Che
         env_snapshot_id=attrs.get(C + "env_snapshot_id"),
         prompt_manifest=tuple(attrs.get(C + "prompt_manifest", ())),
         langgraph_checkpoint_id=attrs.get(C + "langgraph_checkpoint_id"),
+        langgraph_thread_id=attrs.get(C + "langgraph_thread_id"),
         created_ns=int(attrs.get(C + "created_ns", 0)),
     )

@@ -72,6 +72,7 @@ CREATE TABLE IF NOT EXISTS checkpoints (
   prompt_manifest TEXT NOT NULL,
   langgraph_checkpoint_id TEXT,
   created_ns INTEGER NOT NULL,
+  langgraph_thread_id TEXT,
   PRIMARY KEY (session_id, id)
 );
 CREATE TABLE IF NOT EXISTS spans (
@@ -93,6 +94,15 @@ CREATE TABLE IF NOT EXISTS spans (
   PRIMARY KEY (trace_id, span_id)
 );
 CREATE INDEX IF NOT EXISTS spans_session ON spans(session_id, start_ns);
+CREATE TABLE IF NOT EXISTS commits (
+  event_id TEXT PRIMARY KEY,
+  session_id TEXT NOT NULL,
+  scratch_id TEXT NOT NULL,
+  since_ns INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  created_ns INTEGER NOT NULL,
+  payload TEXT
+);
 """
 
 VAULT_SCHEMA = """
@@ -101,6 +111,15 @@ CREATE TABLE IF NOT EXISTS content (
   artifact_id TEXT NOT NULL,
   content TEXT NOT NULL,
   PRIMARY KEY (session_id, artifact_id)
+);
+CREATE TABLE IF NOT EXISTS store_journal (
+  session_id TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  namespace TEXT NOT NULL,
+  key TEXT NOT NULL,
+  old_value TEXT,
+  new_value TEXT,
+  PRIMARY KEY (session_id, seq, namespace, key)
 );
 """
 
@@ -135,6 +154,8 @@ class Batch:
     span: SpanRow | None = None
     content: dict[str, str] = field(default_factory=dict)
     tokenizer: str | None = None
+    #: memory-store writes: (seq, namespace, key, old JSON or None, new JSON or None)
+    journal: list[tuple[int, tuple[str, ...], str, str | None, str | None]] = field(default_factory=list)
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -227,6 +248,11 @@ class ProvenanceStore:
                         vault.execute(
                             "INSERT OR REPLACE INTO content VALUES (?,?,?)", (b.session_id, aid, text)
                         )
+                    for seq, ns, key, old, new in b.journal:
+                        vault.execute(
+                            "INSERT OR REPLACE INTO store_journal VALUES (?,?,?,?,?,?)",
+                            (b.session_id, seq, json.dumps(list(ns)), key, old, new),
+                        )
                 vault.execute("COMMIT")
             except Exception:
                 vault.execute("ROLLBACK")
@@ -247,7 +273,7 @@ class ProvenanceStore:
                         )
                     for c in b.checkpoints:
                         db.execute(
-                            "INSERT OR IGNORE INTO checkpoints VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                            "INSERT OR IGNORE INTO checkpoints VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                             _checkpoint_row(c),
                         )
                     for aid in b.commits:
@@ -367,6 +393,143 @@ class ProvenanceStore:
             ).fetchall()
         return dict(rows)
 
+    # -- forking and replacing (used by the forget operator) --------------
+    def clone_prefix(self, src: str, dst: str, before_seq: int) -> None:
+        """Copy ``src``'s artifacts and checkpoints with seq < ``before_seq`` (and their
+        content) into session ``dst``, replacing whatever ``dst`` held."""
+        self.flush()
+        now = time.time_ns()
+        with self._read_lock:
+            self._vault.execute("BEGIN")
+            self._vault.execute("DELETE FROM content WHERE session_id=?", (dst,))
+            self._vault.execute(
+                "INSERT INTO content SELECT ?, artifact_id, content FROM content WHERE session_id=?",
+                (dst, src),
+            )
+            self._vault.execute("COMMIT")
+            db = self._db
+            db.execute("BEGIN")
+            for table in ("artifacts", "checkpoints", "spans", "sessions"):
+                db.execute(f"DELETE FROM {table} WHERE session_id=?", (dst,))
+            db.execute(
+                "INSERT INTO sessions(session_id, created_ns, updated_ns, tokenizer, meta)"
+                " SELECT ?, ?, ?, tokenizer, ? FROM sessions WHERE session_id=?",
+                (dst, now, now, json.dumps({"scratch_of": src}), src),
+            )
+            cols = ",".join(c for c in _ARTIFACT_COLS if c != "session_id")
+            db.execute(
+                f"INSERT INTO artifacts(session_id,{cols}) SELECT ?,{cols} FROM artifacts"
+                " WHERE session_id=? AND seq<?", (dst, src, before_seq),
+            )
+            cols = ",".join(c for c in _CHECKPOINT_COLS if c != "session_id")
+            db.execute(
+                f"INSERT INTO checkpoints(session_id,{cols}) SELECT ?,{cols} FROM checkpoints"
+                " WHERE session_id=? AND seq<?", (dst, src, before_seq),
+            )
+            db.execute("COMMIT")
+            kept = [r[0] for r in db.execute("SELECT id FROM artifacts WHERE session_id=?", (dst,))]
+            self._vault.execute("BEGIN")
+            self._vault.execute("CREATE TEMP TABLE IF NOT EXISTS keep_ids(id TEXT PRIMARY KEY)")
+            self._vault.execute("DELETE FROM keep_ids")
+            self._vault.executemany("INSERT OR IGNORE INTO keep_ids VALUES (?)", [(k,) for k in kept])
+            self._vault.execute(
+                "DELETE FROM content WHERE session_id=? AND artifact_id NOT IN (SELECT id FROM keep_ids)", (dst,)
+            )
+            self._vault.execute("COMMIT")
+
+    def begin_commit(self, event_id: str, session_id: str, scratch_id: str, since_ns: int,
+                     payload: str | None = None) -> None:
+        """Journal a commit before its first write: from here on it is rolled forward."""
+        self.flush()
+        with self._read_lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO commits VALUES (?,?,?,?,?,?,?)",
+                (event_id, session_id, scratch_id, since_ns, "started", time.time_ns(), payload),
+            )
+
+    def pending_commits(self, session_id: str) -> list[tuple[str, str, int, str | None]]:
+        rows = self._rows(
+            "SELECT event_id, scratch_id, since_ns, payload FROM commits WHERE session_id=? AND state!='done'",
+            (session_id,),
+        )
+        return [(r[0], r[1], r[2], r[3]) for r in rows]
+
+    def replace_session(self, session_id: str, scratch_id: str, event_id: str, since_ns: int) -> None:
+        """Make ``scratch_id``'s records the records of ``session_id`` (one transaction per file).
+
+        Idempotent: a retry after a crash between the two files finishes the job.
+        """
+        self.flush()
+        with self._read_lock:
+            db, vault = self._db, self._vault
+            scratch_left = db.execute(
+                "SELECT COUNT(*) FROM artifacts WHERE session_id=?", (scratch_id,)
+            ).fetchone()[0]
+            if scratch_left:
+                vault.execute("BEGIN")
+                vault.execute("DELETE FROM content WHERE session_id=?", (session_id,))
+                vault.execute("UPDATE content SET session_id=? WHERE session_id=?", (session_id, scratch_id))
+                vault.execute("COMMIT")
+                db.execute("BEGIN")
+                db.execute("DELETE FROM artifacts WHERE session_id=?", (session_id,))
+                db.execute("DELETE FROM checkpoints WHERE session_id=?", (session_id,))
+                db.execute("DELETE FROM spans WHERE session_id=? AND start_ns>=?", (session_id, since_ns))
+                for table in ("artifacts", "checkpoints", "spans"):
+                    db.execute(f"UPDATE {table} SET session_id=? WHERE session_id=?", (session_id, scratch_id))
+                db.execute("DELETE FROM sessions WHERE session_id=?", (scratch_id,))
+                db.execute(
+                    "UPDATE sessions SET updated_ns=?, incomplete=0, failures=0 WHERE session_id=?",
+                    (time.time_ns(), session_id),
+                )
+                db.execute("UPDATE commits SET state='done' WHERE event_id=?", (event_id,))
+                db.execute("COMMIT")
+            else:
+                db.execute("UPDATE commits SET state='done' WHERE event_id=?", (event_id,))
+        self._incomplete.pop(session_id, None)
+
+    def drop_session(self, session_id: str) -> None:
+        """Remove every record of a (scratch) session."""
+        self.flush()
+        with self._read_lock:
+            self._vault.execute("DELETE FROM content WHERE session_id=?", (session_id,))
+            self._vault.execute("DELETE FROM store_journal WHERE session_id=?", (session_id,))
+            for table in ("artifacts", "checkpoints", "spans", "sessions"):
+                self._db.execute(f"DELETE FROM {table} WHERE session_id=?", (session_id,))
+
+    def store_journal(self, session_id: str, since_seq: int = 0) -> list[tuple[int, tuple[str, ...], str, str | None, str | None]]:
+        """Memory-store writes of a session from ``since_seq`` on, in order."""
+        self.flush()
+        with self._read_lock:
+            rows = self._vault.execute(
+                "SELECT seq, namespace, key, old_value, new_value FROM store_journal"
+                " WHERE session_id=? AND seq>=? ORDER BY seq", (session_id, since_seq),
+            ).fetchall()
+        return [(r[0], tuple(json.loads(r[1])), r[2], r[3], r[4]) for r in rows]
+
+    def replace_journal(self, session_id: str, scratch_id: str, since_seq: int) -> None:
+        """The session's journal from ``since_seq`` on becomes the scratch session's."""
+        self.flush()
+        with self._read_lock:
+            v = self._vault
+            v.execute("BEGIN")
+            v.execute("DELETE FROM store_journal WHERE session_id=? AND seq>=?", (session_id, since_seq))
+            v.execute("DELETE FROM store_journal WHERE session_id=? AND seq<?", (scratch_id, since_seq))
+            v.execute("UPDATE store_journal SET session_id=? WHERE session_id=?", (session_id, scratch_id))
+            v.execute("COMMIT")
+
+    def set_content(self, session_id: str, artifact_id: str, content: str | None) -> None:
+        """Replace (or with None delete) one artifact's content in the vault."""
+        self.flush()
+        with self._read_lock:
+            if content is None:
+                self._vault.execute(
+                    "DELETE FROM content WHERE session_id=? AND artifact_id=?", (session_id, artifact_id)
+                )
+            else:
+                self._vault.execute(
+                    "INSERT OR REPLACE INTO content VALUES (?,?,?)", (session_id, artifact_id, content)
+                )
+
     def close(self) -> None:
         if self._closed:
             return
@@ -377,6 +540,16 @@ class ProvenanceStore:
         with self._read_lock:
             self._db.close()
             self._vault.close()
+
+
+_ARTIFACT_COLS = (
+    "session_id", "id", "seq", "type", "parents", "source_ids", "token_start", "token_end", "turn", "step",
+    "committed", "content_hash", "labels", "attrs", "trace_id", "span_id",
+)
+_CHECKPOINT_COLS = (
+    "session_id", "id", "seq", "kind", "step", "turn", "token_offset", "cache_handle", "env_snapshot_id",
+    "prompt_manifest", "langgraph_checkpoint_id", "created_ns", "langgraph_thread_id",
+)
 
 
 def _artifact_row(a: Artifact) -> tuple:
@@ -401,6 +574,7 @@ def _checkpoint_row(c: Checkpoint) -> tuple:
     return (
         c.session_id, c.id, c.seq, c.kind.value, c.step, c.turn, c.token_offset, c.cache_handle,
         c.env_snapshot_id, json.dumps(list(c.prompt_manifest)), c.langgraph_checkpoint_id, c.created_ns,
+        c.langgraph_thread_id,
     )
 
 
@@ -409,4 +583,5 @@ def _checkpoint_from_row(r: tuple) -> Checkpoint:
         session_id=r[0], id=r[1], seq=r[2], kind=CheckpointKind(r[3]), step=r[4], turn=r[5],
         token_offset=r[6], cache_handle=r[7], env_snapshot_id=r[8],
         prompt_manifest=tuple(json.loads(r[9])), langgraph_checkpoint_id=r[10], created_ns=r[11],
+        langgraph_thread_id=r[12],
     )

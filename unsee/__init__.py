@@ -17,10 +17,12 @@ from unsee.middleware.errors import (
 )
 from unsee.middleware.graph import ProvenanceGraph
 from unsee.middleware.records import Artifact, ArtifactType, Checkpoint, CheckpointKind, Hit
+from unsee.plugins.replay.events import RevocationEvent
+from unsee.plugins.replay.report import ForgetPlan, ForgetReport
 
 __all__ = [
     "Unsee", "resolve_home", "ProvenanceGraph", "Artifact", "ArtifactType", "Checkpoint",
     "CheckpointKind", "Hit", "UnseeError", "TargetNotFound", "SessionNotFound", "AmbiguousTarget",
-    "IncompleteSession", "InvalidArgument",
+    "IncompleteSession", "InvalidArgument", "RevocationEvent", "ForgetReport", "ForgetPlan",
 ]
 __version__ = "0.1.0"

@@ -81,6 +81,8 @@ class Unsee:
             env_snapshotter=env_snapshotter,
         )
         self._middleware: UnseeMiddleware | None = None
+        #: the local chat model, when one was made by ``chat_model()`` (its caches are cropped on forget)
+        self.local_model: Any = None
         atexit.register(self.close)
 
     def _counter_for(self, model: object | None) -> TokenCounter:
@@ -149,6 +151,19 @@ class Unsee:
         self.flush()
         self.store.require(thread_id)
         return write_jaeger_json(self.store.spans(thread_id), Path(path))
+
+    # -- forgetting -------------------------------------------------------
+    def forget(self, thread_id: str, event, strategy: str = "B7", *, agent=None, dry_run: bool = False,
+               commit: bool = True, wait: bool = True, side_effects: str = "defer"):
+        """Make the session's state the counterfactual where ``event.target`` was never seen.
+
+        Returns a ``ForgetReport`` (or, with ``dry_run``, the ``ForgetPlan``).
+        ``agent`` is needed only when this process did not run the session.
+        """
+        from unsee.plugins.replay.operator import Forgetter
+
+        return Forgetter(self).forget(thread_id, event, strategy, agent=agent, dry_run=dry_run,
+                                      commit_result=commit, wait=wait, side_effects=side_effects)
 
     def close(self) -> None:
         try:

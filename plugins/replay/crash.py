@@ -1,0 +1,31 @@
+"""Crash injection for tests: ``crash_at("commit:state")`` makes the operator
+raise ``InjectedCrash`` when it reaches that step. Steps are named in
+``STEPS``; production code calls ``point(name)`` at each."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+
+from .forget_errors import InjectedCrash
+
+STEPS = (
+    "plan", "fork", "replay:turn", "replay:done", "commit:begin", "commit:state", "commit:store",
+    "commit:records",
+)
+_armed: contextvars.ContextVar[str | None] = contextvars.ContextVar("unsee_crash_at", default=None)
+
+
+def point(name: str) -> None:
+    armed = _armed.get()
+    if armed is not None and (armed == name or (armed.endswith(":") and name.startswith(armed))):
+        raise InjectedCrash(f"injected crash at {name}")
+
+
+@contextlib.contextmanager
+def crash_at(step: str):
+    token = _armed.set(step)
+    try:
+        yield
+    finally:
+        _armed.reset(token)

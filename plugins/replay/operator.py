@@ -1,0 +1,148 @@
+"""The forget operator: ``u.forget(thread_id, event, strategy="B7")``.
+
+Validates everything before changing anything (unknown thread, incomplete
+recording, empty or absent target, ambiguous source, unknown strategy),
+waits for a run in progress to end, then plans and applies the strategy and
+reports. A commit that was begun and interrupted is rolled forward first;
+forgetting again with the same ``event_id`` finishes it and reports.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from unsee.middleware.errors import AmbiguousTarget, IncompleteSession
+
+from . import crash
+from .driver import commit, finish_commit, run_replay
+from .edits import apply_edit
+from .events import RevocationEvent
+from .forget_errors import AgentUnknown, UnknownStrategy
+from .interceptor import SideEffectPolicy
+from .plan import REPLAYING, ReplayPlan, describe, make_plan
+from .report import STRATEGIES, ForgetPlan, ForgetReport
+
+
+class Forgetter:
+    def __init__(self, u: Any):
+        self.u = u
+
+    def _agent(self, session: str, agent: Any | None) -> Any:
+        agent = agent or self.u.recorder.agents.get(session) or self.u.recorder.last_agent
+        if agent is None:
+            raise AgentUnknown(session)
+        return agent
+
+    def recover(self, session: str, agent: Any | None = None) -> list[str]:
+        """Roll forward every commit of ``session`` that was begun but not finished."""
+        done = []
+        pending = self.u.store.pending_commits(session)
+        if pending:
+            agent = self._agent(session, agent)
+            for event_id, *_ in pending:
+                if finish_commit(self.u, agent, session, event_id):
+                    done.append(event_id)
+        return done
+
+    def plan(self, session: str, event: RevocationEvent, strategy: str = "B7") -> ReplayPlan:
+        if strategy not in STRATEGIES:
+            raise UnknownStrategy(strategy, STRATEGIES)
+        u = self.u
+        info = u.session(session)  # SessionNotFound
+        if info.incomplete:
+            raise IncompleteSession(session, info.failures)
+        g = u.graph(session)
+        if event.source is None:
+            sources = g.entry_sources(event.target)
+            if len(sources) > 1:
+                raise AmbiguousTarget(sources)
+        hit = g.locate(event.target, event.source)  # TargetNotFound / InvalidArgument
+        return make_plan(g, hit, g.taint(hit), strategy)
+
+    def forget(
+        self,
+        session: str,
+        event: RevocationEvent,
+        strategy: str = "B7",
+        *,
+        agent: Any | None = None,
+        dry_run: bool = False,
+        commit_result: bool = True,
+        wait: bool = True,
+        side_effects: SideEffectPolicy = "defer",
+    ) -> ForgetReport | ForgetPlan:
+        u = self.u
+        if strategy not in STRATEGIES:
+            raise UnknownStrategy(strategy, STRATEGIES)
+        if strategy in ("B8", "B9"):
+            raise NotImplementedError(
+                f"{strategy} needs the IFC plugin (identifier-sink blocking), which is not built yet")
+        u.recorder.wait_idle(session, wait=wait)
+        if any(e == event.event_id for e, *_ in u.store.pending_commits(session)):
+            t0 = time.perf_counter()
+            finish_commit(u, self._agent(session, agent), session, event.event_id)
+            return ForgetReport(session_id=session, strategy=strategy, event_id=event.event_id,
+                                target_hash=u.hasher.hash(event.target), tau=0, closure_size=0,
+                                checkpoint_id=None, checkpoint_kind=None, committed=True,
+                                wall_time_s=time.perf_counter() - t0,
+                                notes=["finished a commit interrupted earlier"])
+        self.recover(session, agent) if u.store.pending_commits(session) else None
+        plan = self.plan(session, event, strategy)
+        crash.point("plan")
+        if dry_run:
+            return describe(plan)
+        t0 = time.perf_counter()
+        counters0 = self._counters(session)
+        cp = plan.checkpoint
+        base = dict(session_id=session, strategy=strategy, event_id=event.event_id,
+                    target_hash=plan.hit.target_hash, tau=plan.hit.step, closure_size=len(plan.closure),
+                    checkpoint_id=cp.id if cp else None, checkpoint_kind=cp.kind.value if cp else None)
+        if strategy not in REPLAYING:
+            notes = apply_edit(u, self._agent(session, agent) if strategy not in ("B0", "B1") else None,
+                               plan, event.target, strategy)
+            return ForgetReport(**base, committed=strategy != "B0", wall_time_s=time.perf_counter() - t0,
+                                notes=notes)
+        agent = self._agent(session, agent)
+        outcome = run_replay(u, agent, plan, event, side_effects)
+        st = outcome.interceptor.stats
+        orphaned = outcome.interceptor.orphaned()
+        committed = False
+        if commit_result:
+            commit(u, agent, plan, outcome, event)
+            committed = True
+        elif outcome.store is not None:
+            outcome.store.end_overlay(outcome.scratch)
+        counters1 = self._counters(session)
+        delta = {k: counters1.get(k, 0) - counters0.get(k, 0) for k in ("prefilled", "decoded", "reused")}
+        notes = []
+        if st.diverged_at:
+            notes.append(f"the counterfactual diverged from the record at {st.diverged_at}")
+        return ForgetReport(
+            **base,
+            transitions_replayed=plan.transitions,
+            model_turns_decoded=st.model_turns_decoded,
+            model_turns_rematerialised=st.model_turns_rematerialised,
+            tool_calls_from_record=st.tool_calls_from_record,
+            tool_calls_executed=st.tool_calls_executed,
+            tokens_prefilled=delta["prefilled"], tokens_decoded=delta["decoded"], tokens_reused=delta["reused"],
+            wall_time_s=time.perf_counter() - t0,
+            orphaned_side_effects=orphaned,
+            deferred_side_effects=st.deferred,
+            committed=committed,
+            scratch_thread=outcome.scratch,
+            notes=notes,
+        )
+
+    def _counters(self, session: str) -> dict[str, int]:
+        model = getattr(self.u, "local_model", None)
+        fn = getattr(model, "session_counters", None)
+        if fn is None:
+            return {}
+        try:
+            c = fn(session)
+        except Exception:
+            return {}
+        if isinstance(c, dict):
+            return c
+        return {k: int(getattr(c, k, 0)) for k in ("prefilled", "decoded", "reused")}

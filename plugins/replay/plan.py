@@ -1,0 +1,163 @@
+"""Replay planning (pure): from a graph, a hit and a strategy to a ``ReplayPlan``.
+
+The plan says where to fork (the latest turn-boundary checkpoint at or
+before tau; nothing for B5, which starts from an empty state), which turns to
+re-run with which recorded user inputs, and holds the recorded transcript of
+the suffix — model turns with their tool calls and returns — that the replay
+interceptor walks in order. Nothing here executes anything.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from unsee.middleware.graph import ProvenanceGraph
+from unsee.middleware.records import Artifact, ArtifactType, Checkpoint, CheckpointKind, Hit
+
+from .report import ForgetPlan, SideEffect
+
+TURN_KINDS = (CheckpointKind.SESSION_START, CheckpointKind.TURN)
+#: Strategies that rebuild state by replaying the agent.
+REPLAYING = ("B5", "B5'", "B7", "B9")
+
+
+@dataclass(frozen=True)
+class RecordedCall:
+    artifact_id: str
+    call_id: str
+    name: str
+    args: dict
+    effect: str | None
+    return_id: str | None
+    return_content: str | None
+    return_status: str | None
+
+
+@dataclass(frozen=True)
+class RecordedTurn:
+    artifact_id: str
+    message_id: str | None
+    text: str
+    calls: tuple[RecordedCall, ...]
+    in_closure: bool
+    turn: int
+    seq: int
+
+
+@dataclass(frozen=True)
+class RecordedInput:
+    artifact_id: str
+    message_id: str | None
+    text: str
+    turn: int
+
+
+@dataclass(frozen=True)
+class ReplayPlan:
+    session_id: str
+    strategy: str
+    hit: Hit
+    entry: Artifact
+    closure: frozenset[str]
+    checkpoint: Checkpoint | None
+    turns: tuple[int, ...]
+    inputs: dict[int, tuple[RecordedInput, ...]]
+    model_turns: tuple[RecordedTurn, ...]
+    rematerialise: bool
+    transitions: int
+    fork_seq: int
+    calls_by_id: dict[str, RecordedCall] = field(default_factory=dict)
+
+    def fired_external(self) -> list[RecordedCall]:
+        return [c for t in self.model_turns for c in t.calls if c.effect != "read" and c.effect != "write"
+                and c.return_id is not None]
+
+
+def fork_checkpoint(g: ProvenanceGraph, tau: int) -> Checkpoint | None:
+    """The latest turn-boundary checkpoint at or before tau."""
+    best = None
+    for c in g.checkpoints:
+        if c.kind in TURN_KINDS and c.step <= tau:
+            best = c
+    return best
+
+
+def recorded_turn(g: ProvenanceGraph, mt: Artifact, closure: frozenset[str]) -> RecordedTurn:
+    text = ""
+    calls = []
+    for cid in g.children(mt.id):
+        child = g.get(cid)
+        if child.type in (ArtifactType.REPLY, ArtifactType.PLAN):
+            text = g.content(cid) or ""
+        elif child.type is ArtifactType.TOOL_CALL:
+            body = json.loads(g.content(cid) or "{}")
+            ret = next((g.get(x) for x in g.children(cid) if g.get(x).type is ArtifactType.TOOL_RETURN), None)
+            calls.append((child.seq, RecordedCall(
+                artifact_id=cid, call_id=str(child.attrs.get("call_id") or ""), name=body.get("name", ""),
+                args=body.get("args", {}), effect=child.attrs.get("effect"),
+                return_id=ret.id if ret else None, return_content=g.content(ret.id) if ret else None,
+                return_status=ret.attrs.get("status") if ret else None,
+            )))
+    calls.sort(key=lambda x: x[0])
+    return RecordedTurn(mt.id, mt.attrs.get("message_id"), text, tuple(c for _, c in calls),
+                        mt.id in closure, mt.turn, mt.seq)
+
+
+def make_plan(g: ProvenanceGraph, hit: Hit, closure: frozenset[str], strategy: str) -> ReplayPlan:
+    entry = g.get(hit.artifact_id)
+    cp = None if strategy == "B5" else fork_checkpoint(g, hit.step)
+    first_turn = cp.turn if cp is not None else 1
+    fork_seq = cp.seq if cp is not None else 0
+    last_turn = max((a.turn for a in g), default=first_turn)
+    turns = tuple(range(first_turn, last_turn + 1))
+    inputs: dict[int, list[RecordedInput]] = {t: [] for t in turns}
+    model_turns = []
+    transitions = 0
+    for a in g:
+        if a.seq < fork_seq:
+            continue
+        if a.is_observation:
+            transitions += 1
+        if a.type is ArtifactType.USER_INPUT and a.turn in inputs:
+            inputs[a.turn].append(RecordedInput(a.id, a.attrs.get("message_id"), g.content(a.id) or "", a.turn))
+        elif a.type is ArtifactType.MODEL_TURN and not a.attrs.get("unobserved"):
+            model_turns.append(recorded_turn(g, a, closure))
+    calls = {c.call_id: c for t in model_turns for c in t.calls}
+    return ReplayPlan(
+        session_id=g.session_id or entry.session_id,
+        strategy=strategy,
+        hit=hit,
+        entry=entry,
+        closure=closure,
+        checkpoint=cp,
+        turns=turns,
+        inputs={t: tuple(v) for t, v in inputs.items()},
+        model_turns=tuple(model_turns),
+        rematerialise=strategy in ("B7", "B9"),
+        transitions=transitions,
+        fork_seq=fork_seq,
+        calls_by_id=calls,
+    )
+
+
+def describe(plan: ReplayPlan) -> ForgetPlan:
+    """The human/JSON view of a plan (what ``--dry-run`` prints)."""
+    decode = [t.artifact_id for t in plan.model_turns if not plan.rematerialise or t.in_closure]
+    remat = [t.artifact_id for t in plan.model_turns if plan.rematerialise and not t.in_closure]
+    at_risk = [
+        SideEffect(tool=c.name, args=c.args, effect=c.effect, call_artifact_id=c.artifact_id,
+                   result=None, status="orphaned")
+        for t in plan.model_turns if t.in_closure for c in t.calls
+        if c.effect not in ("read", "write") and c.return_id is not None
+    ]
+    cp = plan.checkpoint
+    return ForgetPlan(
+        session_id=plan.session_id, strategy=plan.strategy, target_hash=plan.hit.target_hash,
+        tau=plan.hit.step, entry_artifact=plan.entry.id, entry_type=plan.entry.type.value,
+        entry_sources=list(plan.entry.source_ids), closure=sorted(plan.closure),
+        checkpoint_id=cp.id if cp else None, checkpoint_kind=cp.kind.value if cp else None,
+        checkpoint_turn=cp.turn if cp else 0, turns_to_replay=list(plan.turns),
+        transitions_to_replay=plan.transitions, model_turns_to_decode=decode,
+        model_turns_to_rematerialise=remat, side_effects_at_risk=at_risk,
+    )

@@ -1,0 +1,73 @@
+"""The forget report (pydantic, JSON) and the plan a dry run prints."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Strategy = Literal["B0", "B1", "B2", "B3", "B4", "B5", "B5'", "B6", "B7", "B8", "B9"]
+STRATEGIES: tuple[str, ...] = ("B0", "B1", "B2", "B3", "B4", "B5", "B5'", "B6", "B7", "B8", "B9")
+
+
+class SideEffect(BaseModel):
+    """A consequential tool call, as fired (orphaned) or as wanted (deferred)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tool: str
+    args: dict[str, Any]
+    effect: str | None
+    call_artifact_id: str | None = None
+    result: str | None = None
+    status: Literal["orphaned", "deferred", "deduplicated", "executed", "awaiting_approval"]
+
+
+class ForgetPlan(BaseModel):
+    """What a forget will do (``--dry-run`` prints this and changes nothing)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    strategy: str
+    target_hash: str
+    tau: int
+    entry_artifact: str
+    entry_type: str
+    entry_sources: list[str]
+    closure: list[str]
+    checkpoint_id: str | None
+    checkpoint_kind: str | None
+    checkpoint_turn: int
+    turns_to_replay: list[int]
+    transitions_to_replay: int
+    model_turns_to_decode: list[str]
+    model_turns_to_rematerialise: list[str]
+    side_effects_at_risk: list[SideEffect]
+
+
+class ForgetReport(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    strategy: str
+    event_id: str
+    target_hash: str
+    tau: int
+    closure_size: int
+    checkpoint_id: str | None
+    checkpoint_kind: str | None
+    transitions_replayed: int = 0
+    model_turns_decoded: int = 0
+    model_turns_rematerialised: int = 0
+    tool_calls_from_record: int = 0
+    tool_calls_executed: int = 0
+    tokens_prefilled: int = 0
+    tokens_decoded: int = 0
+    tokens_reused: int = 0
+    wall_time_s: float = 0.0
+    orphaned_side_effects: list[SideEffect] = Field(default_factory=list)
+    deferred_side_effects: list[SideEffect] = Field(default_factory=list)
+    committed: bool = False
+    scratch_thread: str | None = None
+    notes: list[str] = Field(default_factory=list)
