@@ -303,7 +303,11 @@ class UnseeMiddleware(AgentMiddleware):
                         sc.GEN_AI_REQUEST_MODEL: model_name,
                     },
                 )
-                rec.link(st, span, manifest)
+                # Link what is new since the previous model call (and that call's turn,
+                # which links the rest): links stay O(new inputs) in long threads while
+                # the full manifest is on the unsee.artifact.parents attribute.
+                prev = st.last_manifest
+                rec.link(st, span, [a for a in manifest if a not in prev])
             return {"sid": sid, "st": st, "scope": scope, "span": span, "manifest": manifest,
                     "model_name": model_name}
         except Exception as exc:
@@ -365,6 +369,7 @@ class UnseeMiddleware(AgentMiddleware):
                     rec.add_artifact_event(st, span, tc)
                 st.live = {k: None for k in manifest if st.types.get(k) in _MESSAGE_TYPES}
                 st.live[mt_id] = None
+                st.last_manifest = frozenset(manifest)
             span.end()
         except Exception as exc:
             rec.fail(st.session_id, exc)

@@ -93,6 +93,17 @@ def batch_from_span(span: ReadableSpan) -> Batch | None:
     return batch
 
 
+class _Decode:
+    __slots__ = ("span", "session_id")
+
+    def __init__(self, span: ReadableSpan, session_id: str):
+        self.span = span
+        self.session_id = session_id
+
+    def __call__(self) -> Batch | None:
+        return batch_from_span(self.span)
+
+
 class ProvenanceSpanProcessor(SpanProcessor):
     """Feeds finished unsee spans into a ``ProvenanceStore``."""
 
@@ -105,16 +116,14 @@ class ProvenanceSpanProcessor(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         try:
-            batch = batch_from_span(span)
+            sid = (span.attributes or {}).get(sc.SESSION)
+            if not sid:
+                return
+            thunk = _Decode(span, str(sid))
+            self.store.submit(thunk)  # decoded on the writer thread, in order
         except Exception:
             self.failures += 1
-            log.exception("could not decode span %s", getattr(span, "name", "?"))
-            sid = (getattr(span, "attributes", None) or {}).get(sc.SESSION)
-            if sid:
-                self.store.mark_failure(str(sid), "undecodable span")
-            return
-        if batch is not None:
-            self.store.submit(batch)
+            log.exception("could not queue span %s", getattr(span, "name", "?"))
 
     def shutdown(self) -> None:
         self.store.flush()

@@ -31,6 +31,7 @@ from .tokens import TokenCounter
 
 log = logging.getLogger("unsee.recorder")
 
+MAX_EVENTS_PER_SPAN = 100
 #: Optional hook returning an environment snapshot id for a session (sandbox).
 EnvSnapshotter = Callable[[str], "str | None"]
 
@@ -91,7 +92,7 @@ class Recorder:
             st = self._states.get(session_id)
             if st is None:
                 counter = self.counter_factory(model)
-                if self.store.has_session(session_id):
+                if self.store.has_session(session_id, flush=False):
                     st = SessionState.rebuild(
                         session_id, counter, self.store.artifacts(session_id),
                         self.store.checkpoints(session_id),
@@ -225,6 +226,11 @@ class Recorder:
         st.remember(a, span.get_span_context())
 
     def add_artifact_event(self, st: SessionState, span: Span, a: Artifact) -> None:
+        # Span processors cap events per span (128 by default, and a user's
+        # provider may set less): past a margin, an artifact gets its own span.
+        if len(getattr(span, "events", ()) or ()) >= MAX_EVENTS_PER_SPAN:
+            self.emit(st, a.type.value, a)
+            return
         span.add_event(sc.ARTIFACT_EVENT, sc.artifact_attributes(a, self._content(st, a)))
         st.remember(a, span.get_span_context())
 

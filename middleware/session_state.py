@@ -41,6 +41,8 @@ class SessionState:
     last_write: dict[str, str] = field(default_factory=dict)
     #: tool call artifact id -> step reserved for its return
     return_steps: dict[str, int] = field(default_factory=dict)
+    #: the previous model call's prompt manifest (links are added for what is new)
+    last_manifest: frozenset[str] = frozenset()
     root: Span | None = None
     cache_handle: str | None = None
     cache_offset: int | None = None

@@ -19,7 +19,7 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -188,9 +188,12 @@ class ProvenanceStore:
         self._writer.start()
 
     # -- writing ----------------------------------------------------------
-    def submit(self, batch: Batch) -> None:
+    def submit(self, batch: "Batch | Callable[[], Batch | None]") -> None:
+        """Queue a batch, or a thunk the writer thread turns into one (decoding
+        finished spans there keeps that work off the agent's thread)."""
         if self._closed:
-            self.mark_failure(batch.session_id, "store closed")
+            if isinstance(batch, Batch):
+                self.mark_failure(batch.session_id, "store closed")
             return
         with self._cond:
             self._pending += 1
@@ -225,7 +228,23 @@ class ProvenanceStore:
                 batch.append(nxt)
             self._write_all(batch)
 
-    def _write_all(self, batches: list[Batch]) -> None:
+    def _write_all(self, items: list) -> None:
+        batches: list[Batch] = []
+        for item in items:
+            if isinstance(item, Batch):
+                batches.append(item)
+                continue
+            try:
+                made = item()
+            except Exception as exc:
+                log.exception("could not decode a span")
+                self.failures += 1
+                sid = getattr(item, "session_id", None)
+                if sid:
+                    self.mark_failure(sid, repr(exc))
+                continue
+            if made is not None:
+                batches.append(made)
         try:
             self._write(batches)
         except Exception as exc:  # observer: never propagate, count and mark
@@ -234,7 +253,7 @@ class ProvenanceStore:
                 self.mark_failure(b.session_id, repr(exc))
         finally:
             with self._cond:
-                self._pending -= len(batches)
+                self._pending -= len(items)
                 self._cond.notify_all()
 
     def _write(self, batches: list[Batch]) -> None:
@@ -321,7 +340,13 @@ class ProvenanceStore:
         with self._read_lock:
             return self._db.execute(sql, tuple(args)).fetchall()
 
-    def has_session(self, session_id: str) -> bool:
+    def has_session(self, session_id: str, flush: bool = True) -> bool:
+        """Whether a session is recorded. ``flush=False`` sees only what is already
+        written (enough for sessions of other processes; no wait on the writer)."""
+        if not flush:
+            with self._read_lock:
+                return bool(self._db.execute(
+                    "SELECT 1 FROM sessions WHERE session_id=?", (session_id,)).fetchone())
         return bool(self._rows("SELECT 1 FROM sessions WHERE session_id=?", (session_id,)))
 
     def require(self, session_id: str) -> None:
@@ -446,6 +471,10 @@ class ProvenanceStore:
                 "INSERT OR REPLACE INTO commits VALUES (?,?,?,?,?,?,?)",
                 (event_id, session_id, scratch_id, since_ns, "started", time.time_ns(), payload),
             )
+
+    def commit_state(self, event_id: str) -> str | None:
+        rows = self._rows("SELECT state FROM commits WHERE event_id=?", (event_id,))
+        return rows[0][0] if rows else None
 
     def pending_commits(self, session_id: str) -> list[tuple[str, str, int, str | None]]:
         rows = self._rows(

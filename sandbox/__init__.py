@@ -1,0 +1,77 @@
+"""unsee.sandbox: environments where tools run, with snapshot/restore.
+
+Knows nothing about agents. Open one with :func:`open_environment`::
+
+    from unsee.sandbox import open_environment
+    env = open_environment("auto")          # docker if a daemon is reachable, else local
+    env.write_file("notes.txt", b"hello")
+    snap = env.snapshot()
+    env.exec("rm notes.txt")
+    env.restore(snap)                       # notes.txt is back
+
+The call ledger (:mod:`unsee.sandbox.ledger`) records every real tool
+execution and makes external side effects fire at most once.
+"""
+
+from .base import (
+    ALL_CAPABILITIES,
+    EXEC,
+    FILES,
+    SHADOW,
+    SNAPSHOT,
+    Command,
+    Environment,
+    ExecResult,
+    SnapshotId,
+)
+from .errors import (
+    BackendError,
+    BackendNotFound,
+    CallFailed,
+    CallInDoubt,
+    DaemonLost,
+    EnvironmentClosed,
+    ExecFailed,
+    ExecTimeout,
+    ImageBuildError,
+    LedgerError,
+    NotSupported,
+    PathNotFound,
+    PathOutsideSandbox,
+    SandboxError,
+    SandboxUnavailable,
+    SnapshotNotFound,
+)
+from .registry import available_backends, backend_names, open_environment, register_backend
+
+__all__ = [
+    "ALL_CAPABILITIES",
+    "EXEC",
+    "FILES",
+    "SHADOW",
+    "SNAPSHOT",
+    "Command",
+    "Environment",
+    "ExecResult",
+    "SnapshotId",
+    "BackendError",
+    "BackendNotFound",
+    "CallFailed",
+    "CallInDoubt",
+    "DaemonLost",
+    "EnvironmentClosed",
+    "ExecFailed",
+    "ExecTimeout",
+    "ImageBuildError",
+    "LedgerError",
+    "NotSupported",
+    "PathNotFound",
+    "PathOutsideSandbox",
+    "SandboxError",
+    "SandboxUnavailable",
+    "SnapshotNotFound",
+    "available_backends",
+    "backend_names",
+    "open_environment",
+    "register_backend",
+]

@@ -13,8 +13,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Optional
 
-import click
 import typer
+from typer._click import exceptions as cx  # typer >= 0.29 bundles its own click
 from rich.console import Console
 from rich.table import Table
 
@@ -100,7 +100,7 @@ def export_cmd(
 ) -> None:
     """Send a recorded session to an OTLP receiver or write Jaeger JSON."""
     if not otlp_endpoint and not jaeger_json:
-        raise click.UsageError("give --otlp-endpoint URL and/or --jaeger-json FILE")
+        raise cx.UsageError("give --otlp-endpoint URL and/or --jaeger-json FILE")
     u = _open()
     u.store.require(session)
     if otlp_endpoint:
@@ -135,27 +135,34 @@ def _mount_optional() -> None:
 _mount_optional()
 
 
+def _error(message: str) -> None:
+    """One line on stderr, never wrapped."""
+    err.print(f"error: {' '.join(str(message).split())}", markup=False, highlight=False, soft_wrap=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         app(args=argv, standalone_mode=False)
-    except click.exceptions.Exit as e:
+    except typer.Exit as e:
         return e.exit_code
-    except click.exceptions.Abort:
-        err.print("aborted")
+    except typer.Abort:
+        _error("aborted")
         return 1
-    except click.UsageError as e:
-        err.print(f"error: {e.format_message()}", markup=False, highlight=False)
+    except cx.NoArgsIsHelpError:
+        return 2  # the help text was printed
+    except cx.UsageError as e:
+        _error(e.format_message())
         return 2
-    except click.ClickException as e:
-        err.print(f"error: {e.format_message()}", markup=False, highlight=False)
+    except cx.ClickException as e:
+        _error(e.format_message())
         return e.exit_code or 1
     except UnseeError as e:
-        err.print(f"error: {e}", markup=False, highlight=False)
+        _error(str(e))
         return 1
     except KeyboardInterrupt:
         return 130
     except Exception as e:  # never a traceback at the command line
-        err.print(f"error: {type(e).__name__}: {e}", markup=False, highlight=False)
+        _error(f"{type(e).__name__}: {e}")
         return 1
     return 0
 

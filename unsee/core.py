@@ -138,7 +138,8 @@ class Unsee:
         return self.store.session(thread_id)
 
     # -- export -----------------------------------------------------------
-    def export_otlp(self, thread_id: str, endpoint: str, *, protocol: str = "http", timeout: float = 10.0) -> int:
+    def export_otlp(self, thread_id: str, endpoint: str, *, protocol: str | None = None, timeout: float = 10.0) -> int:
+        """Send a recorded session to an OTLP receiver (gRPC for ``grpc://`` or port 4317, else HTTP)."""
         from unsee.middleware.export import export_otlp
 
         self.flush()

@@ -175,6 +175,7 @@ def finish_commit(u: Any, agent: Any, session: str, event_id: str) -> bool:
         StoreOverlay({(tuple(ns), key): value for ns, key, value in data["overlay"]}).apply(store.inner)
     u.store.replace_journal(session, scratch, int(data.get("fork_seq", 0)))
     crash.point("commit:store")
+    u.recorder.forget_state(session)
     u.store.replace_session(session, scratch, event_id, since_ns)
     crash.point("commit:records")
     u.recorder.forget_state(session)

@@ -79,14 +79,17 @@ class Forgetter:
             raise NotImplementedError(
                 f"{strategy} needs the IFC plugin (identifier-sink blocking), which is not built yet")
         u.recorder.wait_idle(session, wait=wait)
-        if any(e == event.event_id for e, *_ in u.store.pending_commits(session)):
+        state = u.store.commit_state(event.event_id)
+        if state is not None:  # the event id is an idempotency key
             t0 = time.perf_counter()
-            finish_commit(u, self._agent(session, agent), session, event.event_id)
+            if state != "done":
+                finish_commit(u, self._agent(session, agent), session, event.event_id)
             return ForgetReport(session_id=session, strategy=strategy, event_id=event.event_id,
                                 target_hash=u.hasher.hash(event.target), tau=0, closure_size=0,
                                 checkpoint_id=None, checkpoint_kind=None, committed=True,
                                 wall_time_s=time.perf_counter() - t0,
-                                notes=["finished a commit interrupted earlier"])
+                                notes=["finished a commit interrupted earlier" if state != "done"
+                                       else "this event was already applied"])
         self.recover(session, agent) if u.store.pending_commits(session) else None
         plan = self.plan(session, event, strategy)
         crash.point("plan")

@@ -1,0 +1,184 @@
+"""The abstract sandbox environment and its records.
+
+An :class:`Environment` is a place where tools run: a Docker container, a
+local workspace directory, or an in-process Python object. It knows nothing
+about agents. The interface is deliberately small:
+
+=====================  ====================================================
+``exec(cmd, timeout)``  run a command, get an :class:`ExecResult`
+``read_file(path)``     bytes of a file (``PathNotFound`` if missing)
+``write_file(path, data, mode=None)``  create/replace a file (parents made)
+``remove_file(path)``   delete a file
+``file_mode(path)``     permission bits of a file (``0o755`` ...)
+``snapshot()``          capture the whole state, get a :class:`SnapshotId`
+``restore(snap)``       put the state back exactly (deleted files included)
+``shadow()``            a disposable clone of the current state
+``close()``             release everything the environment owns
+=====================  ====================================================
+
+Relative paths are relative to the environment's working directory.
+Backends declare what they support in ``capabilities``; calling a missing
+capability raises :class:`~unsee.sandbox.errors.NotSupported`.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Final, Sequence, Union
+
+from .errors import EnvironmentClosed, ExecFailed, NotSupported
+
+__all__ = [
+    "Command",
+    "ExecResult",
+    "SnapshotId",
+    "Environment",
+    "EXEC",
+    "FILES",
+    "SNAPSHOT",
+    "SHADOW",
+    "ALL_CAPABILITIES",
+]
+
+#: A shell string (run with ``sh -c``) or an argv list.
+Command = Union[str, Sequence[str]]
+
+EXEC: Final = "exec"
+FILES: Final = "files"
+SNAPSHOT: Final = "snapshot"
+SHADOW: Final = "shadow"
+ALL_CAPABILITIES: Final = frozenset({EXEC, FILES, SNAPSHOT, SHADOW})
+
+
+@dataclass(frozen=True, slots=True)
+class ExecResult:
+    """What a command did. Non-zero exit codes are results, not errors."""
+
+    exit_code: int
+    stdout: bytes = b""
+    stderr: bytes = b""
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    @property
+    def text(self) -> str:
+        """stdout decoded as UTF-8 (replacing undecodable bytes)."""
+        return self.stdout.decode("utf-8", "replace")
+
+    def check(self) -> "ExecResult":
+        """Return self, or raise :class:`ExecFailed` when the exit code is non-zero."""
+        if self.exit_code != 0:
+            raise ExecFailed(
+                f"command exited with {self.exit_code}: "
+                f"{self.stderr.decode('utf-8', 'replace').strip()[:500]}",
+                result=self,
+            )
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotId:
+    """Opaque handle of a snapshot.
+
+    ``backend`` names the backend that made it, ``env_id`` the environment,
+    ``seq`` its position in that environment's snapshot sequence and ``ref`` the
+    backend's own reference (an image id, a directory, a store key). A snapshot
+    can be restored by any environment of the same backend (shadows included)
+    while the environment that made it is open.
+    """
+
+    backend: str
+    env_id: str
+    seq: int
+    ref: str
+
+    def __str__(self) -> str:
+        return f"{self.backend}:{self.env_id}:{self.seq}"
+
+
+class Environment(abc.ABC):
+    """A sandbox environment. Subclasses implement the ``_``-free methods below."""
+
+    #: registry name of the backend ("docker", "local", "python")
+    backend: str = ""
+    #: what this environment supports; the conformance suite skips the rest
+    capabilities: frozenset[str] = ALL_CAPABILITIES
+
+    env_id: str
+    _closed: bool = False
+
+    # -- commands ---------------------------------------------------------
+    @abc.abstractmethod
+    def exec(self, cmd: Command, timeout: float | None = None) -> ExecResult:
+        """Run ``cmd`` in the working directory.
+
+        Raises ExecTimeout when it runs past ``timeout`` seconds (it is killed),
+        ExecFailed when it cannot be started at all.
+        """
+
+    # -- files ------------------------------------------------------------
+    @abc.abstractmethod
+    def read_file(self, path: str) -> bytes: ...
+
+    @abc.abstractmethod
+    def write_file(self, path: str, data: bytes | str, *, mode: int | None = None) -> None:
+        """Create or replace ``path`` (parents are created). ``mode`` defaults to 0o644."""
+
+    @abc.abstractmethod
+    def remove_file(self, path: str) -> None: ...
+
+    @abc.abstractmethod
+    def file_mode(self, path: str) -> int:
+        """Permission bits (``stat.S_IMODE``) of ``path``."""
+
+    # -- state ------------------------------------------------------------
+    @abc.abstractmethod
+    def snapshot(self) -> SnapshotId: ...
+
+    @abc.abstractmethod
+    def restore(self, snapshot: SnapshotId) -> None: ...
+
+    @abc.abstractmethod
+    def shadow(self) -> "Environment":
+        """A disposable clone of the current state. Closing it never touches self."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release resources. Idempotent."""
+
+    # -- helpers ----------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def supports(self, capability: str) -> bool:
+        return capability in self.capabilities
+
+    def _require(self, capability: str) -> None:
+        if self._closed:
+            raise EnvironmentClosed(f"{self.backend} environment {self.env_id} is closed")
+        if capability not in self.capabilities:
+            raise NotSupported(
+                f"the {self.backend!r} environment does not support {capability!r} "
+                f"(capabilities: {', '.join(sorted(self.capabilities)) or 'none'})"
+            )
+
+    def __enter__(self) -> "Environment":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<{type(self).__name__} {self.backend}:{getattr(self, 'env_id', '?')} {state}>"
+
+
+def as_bytes(data: bytes | str) -> bytes:
+    return data.encode("utf-8") if isinstance(data, str) else bytes(data)
+
+
+DEFAULT_FILE_MODE: Final = 0o644

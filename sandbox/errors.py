@@ -1,0 +1,156 @@
+"""Every error the sandbox package raises.
+
+Each error subclasses :class:`SandboxError` *and* the nearest builtin, so
+callers that know nothing about unsee can still catch them
+(``except TimeoutError``, ``except FileNotFoundError``, ...).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "SandboxError",
+    "BackendNotFound",
+    "SandboxUnavailable",
+    "DaemonLost",
+    "ExecTimeout",
+    "ExecFailed",
+    "SnapshotNotFound",
+    "PathNotFound",
+    "PathOutsideSandbox",
+    "NotSupported",
+    "EnvironmentClosed",
+    "ImageBuildError",
+    "BackendError",
+    "LedgerError",
+    "CallInDoubt",
+    "CallFailed",
+    "ArgumentsNotCanonical",
+]
+
+
+class SandboxError(Exception):
+    """Base class of every error raised by ``unsee.sandbox``."""
+
+
+class BackendNotFound(SandboxError, LookupError):
+    """``open_environment`` was given a backend name nobody registered."""
+
+    def __init__(self, name: str, known: list[str]):
+        self.name = name
+        self.known = known
+        super().__init__(
+            f"unknown sandbox backend {name!r}; known backends: {', '.join(known)} "
+            "(a third-party backend must be imported so it can call register_backend())"
+        )
+
+
+class SandboxUnavailable(SandboxError, RuntimeError):
+    """A known backend cannot be used here; ``hint`` says what to install/start."""
+
+    def __init__(self, message: str, *, backend: str = "", hint: str = ""):
+        self.backend = backend
+        self.hint = hint
+        super().__init__(f"{message}. {hint}".strip() if hint else message)
+
+
+class DaemonLost(SandboxError, ConnectionError):
+    """The Docker daemon went away during a call (or before it)."""
+
+
+class ExecTimeout(SandboxError, TimeoutError):
+    """A command ran longer than its timeout and was killed."""
+
+    def __init__(self, cmd: Any, timeout: float, stdout: bytes = b"", stderr: bytes = b""):
+        self.cmd = cmd
+        self.timeout = timeout
+        self.stdout = stdout
+        self.stderr = stderr
+        super().__init__(f"command {cmd!r} timed out after {timeout:g} s")
+
+
+class ExecFailed(SandboxError, RuntimeError):
+    """A command could not be run, or (via ``ExecResult.check()``) exited non-zero."""
+
+    def __init__(self, message: str, *, cmd: Any = None, result: Any = None):
+        self.cmd = cmd
+        self.result = result
+        super().__init__(message)
+
+
+class SnapshotNotFound(SandboxError, LookupError):
+    """``restore``/``shadow`` was given a snapshot this backend cannot find."""
+
+    def __init__(self, snapshot: Any):
+        self.snapshot = snapshot
+        super().__init__(f"snapshot not found: {snapshot}")
+
+
+class PathNotFound(SandboxError, FileNotFoundError):
+    """``read_file``/``file_mode``/``remove_file`` on a path that does not exist."""
+
+    def __init__(self, path: str):
+        self.path = path
+        super().__init__(2, "no such file in sandbox", path)
+
+
+class PathOutsideSandbox(SandboxError, PermissionError):
+    """A path escapes the environment's root (local backend)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        super().__init__(13, "path escapes the sandbox workspace", path)
+
+
+class NotSupported(SandboxError, NotImplementedError):
+    """The backend lacks this capability (see ``Environment.capabilities``)."""
+
+
+class EnvironmentClosed(SandboxError, RuntimeError):
+    """The environment was closed."""
+
+
+class ImageBuildError(SandboxError, RuntimeError):
+    """Building the sandbox image failed; the message says what is missing."""
+
+
+# --- call ledger ----------------------------------------------------------
+
+
+class LedgerError(SandboxError, RuntimeError):
+    """Base class for call-ledger errors."""
+
+
+class CallInDoubt(LedgerError):
+    """An external call was started (status ``fired``) but never recorded a result.
+
+    The ledger cannot know whether the side effect happened, so it refuses to
+    fire it again; an operator resolves it with ``Ledger.resolve()``.
+    """
+
+    def __init__(self, call_id: str, tool: str):
+        self.call_id = call_id
+        self.tool = tool
+        super().__init__(
+            f"external call {tool!r} ({call_id}) was fired but has no recorded result; "
+            "not firing it again (resolve it with Ledger.resolve())"
+        )
+
+
+class CallFailed(LedgerError):
+    """The recorded execution of a call raised; the error text is kept."""
+
+    def __init__(self, call_id: str, tool: str, error: str):
+        self.call_id = call_id
+        self.tool = tool
+        self.error = error
+        super().__init__(f"call {tool!r} ({call_id}) failed: {error}")
+
+
+class ArgumentsNotCanonical(LedgerError, TypeError):
+    """Tool arguments cannot be turned into canonical JSON (so no call id)."""
+
+
+class BackendError(SandboxError, RuntimeError):
+    """The backend (e.g. the Docker daemon) reported an error not covered above."""

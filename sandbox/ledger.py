@@ -1,0 +1,544 @@
+"""The call ledger: every real tool execution, and an outbox for side effects.
+
+Agent-agnostic: a *call* is (session, tool, arguments); the ledger neither
+knows nor cares what an agent is.
+
+Call ids
+    ``call_id(session, tool, args, occurrence)`` is a hash of the session, the
+    tool name, the canonical JSON of the arguments (sorted keys, no spaces)
+    and the occurrence index: the number of identical earlier calls in the
+    same *pass*. A pass starts with every :func:`execution_mode` block (and,
+    outside any block, with the Ledger object), so re-running the same
+    sequence of calls (a replay, or a retry after a crash in a new process)
+    produces the same ids. A replay that starts mid-session can pass
+    ``occurrence=`` explicitly or seed the pass (``Pass.seed``).
+
+Modes (a contextvar; ``with execution_mode("replay"): ...``)
+    ``live`` (default) · ``replay`` · ``shadow``.
+
+Effects
+    ``read`` and ``write`` calls act on the (restorable) sandbox: they run in
+    every mode; live runs are recorded (``done``/``failed``), replay/shadow runs
+    are not (the record keeps what the real world saw).
+    ``external`` calls go through the outbox:
+
+    ============  ============================  =================================
+    record        live                          replay / shadow
+    ============  ============================  =================================
+    none          fire, record result           NOT fired: ``deferred`` (recorded)
+    done          answered from the ledger      answered from the ledger
+    pending       fire (it never started)       ``deferred``
+    deferred      fire                          ``deferred``
+    fired         ``in_doubt``: NOT fired       ``in_doubt``: NOT fired
+    failed        ``failed``: NOT fired again   ``failed``
+    ============  ============================  =================================
+
+Crash safety (the documented choice)
+    Before firing, the ledger commits ``pending`` (intent), then atomically
+    claims the call (``pending -> fired``, committed, fsync'd) and only then
+    calls the function; the result is committed as ``done``. A crash after
+    the claim leaves ``fired`` without a result: the ledger cannot know whether
+    the side effect happened, so a retry reports it (``in_doubt`` /
+    :class:`CallInDoubt`) and never fires it again; an operator settles it
+    with :meth:`Ledger.resolve`. A crash between ``pending`` and the claim
+    left a call that provably never started, so a retry fires it once.
+    A function that raises is recorded ``failed`` and not refired either
+    (it may have half-happened); ``resolve(..., status="released")`` allows
+    a new attempt.
+
+Results are stored as JSON (``pydantic_core.to_jsonable_python``, ``str``
+as the fallback); a deduplicated answer is that JSON decoded, so a tuple
+comes back as a list.
+
+Concurrency: one SQLite connection per thread, WAL, ``synchronous=FULL``,
+``BEGIN IMMEDIATE`` around every check-and-claim. Identical concurrent calls
+in one process wait for the one in flight instead of reporting it in doubt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Literal, Mapping
+
+from pydantic_core import to_jsonable_python
+
+from .errors import ArgumentsNotCanonical, CallFailed, CallInDoubt, LedgerError
+
+__all__ = [
+    "Mode",
+    "Effect",
+    "Status",
+    "Disposition",
+    "EFFECTS",
+    "MODES",
+    "current_mode",
+    "execution_mode",
+    "Pass",
+    "canonical_json",
+    "make_call_id",
+    "CallRecord",
+    "Deferred",
+    "Outcome",
+    "Ledger",
+]
+
+Mode = Literal["live", "replay", "shadow"]
+Effect = Literal["read", "write", "external"]
+Status = Literal["pending", "fired", "done", "failed", "deferred", "released"]
+Disposition = Literal["fired", "executed", "replayed", "deferred", "in_doubt", "failed"]
+MODES: tuple[Mode, ...] = ("live", "replay", "shadow")
+EFFECTS: tuple[Effect, ...] = ("read", "write", "external")
+
+
+# -- modes and passes ---------------------------------------------------------
+
+
+class Pass:
+    """Occurrence counters for one pass over a session's calls (thread-safe)."""
+
+    def __init__(self, seed: Mapping[tuple[str, str, str], int] | None = None):
+        self._counts: Counter[tuple[str, str, str]] = Counter(seed or {})
+        self._lock = threading.Lock()
+
+    def next(self, session: str, tool: str, args_json: str) -> int:
+        key = (session, tool, args_json)
+        with self._lock:
+            n = self._counts[key]
+            self._counts[key] = n + 1
+            return n
+
+    def seed(self, session: str, tool: str, args: Any, count: int) -> None:
+        """Declare that ``count`` identical calls happened before this pass began."""
+        with self._lock:
+            self._counts[(session, tool, canonical_json(args))] = count
+
+
+_mode: contextvars.ContextVar[Mode] = contextvars.ContextVar("unsee_execution_mode", default="live")
+_pass: contextvars.ContextVar[Pass | None] = contextvars.ContextVar("unsee_call_pass", default=None)
+
+
+def current_mode() -> Mode:
+    return _mode.get()
+
+
+@contextlib.contextmanager
+def execution_mode(mode: Mode, *, occurrences: Pass | None = None) -> Iterator[Pass]:
+    """Run the block in ``mode`` with a fresh (or the given) occurrence pass."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    p = occurrences or Pass()
+    t1, t2 = _mode.set(mode), _pass.set(p)
+    try:
+        yield p
+    finally:
+        _pass.reset(t2)
+        _mode.reset(t1)
+
+
+# -- ids --------------------------------------------------------------------
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no whitespace, UTF-8; pydantic models/dataclasses as JSON."""
+    try:
+        plain = to_jsonable_python(value)
+        return json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:  # PydanticSerializationError is a ValueError
+        raise ArgumentsNotCanonical(f"arguments are not JSON-serialisable: {exc}") from exc
+
+
+def make_call_id(session: str, tool: str, args: Any, occurrence: int) -> str:
+    """The call id of the ``occurrence``-th identical call (0-based)."""
+    return _hash_id(session, tool, canonical_json(args), occurrence)
+
+
+def _hash_id(session: str, tool: str, args_json: str, occurrence: int) -> str:
+    blob = json.dumps([session, tool, args_json, occurrence], separators=(",", ":"), ensure_ascii=False)
+    return "call-" + hashlib.sha256(blob.encode("utf-8")).hexdigest()[:32]
+
+
+# -- records ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    call_id: str
+    session: str
+    tool: str
+    args_json: str
+    occurrence: int
+    effect: Effect
+    status: Status
+    result_json: str | None
+    error: str | None
+    mode: Mode
+    attempts: int
+    created_at: float
+    updated_at: float
+
+    @property
+    def args(self) -> Any:
+        return json.loads(self.args_json)
+
+    @property
+    def result(self) -> Any:
+        return None if self.result_json is None else json.loads(self.result_json)
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """An external call that replay/shadow wanted but did not fire."""
+
+    call_id: str
+    tool: str
+    args: Any
+    mode: Mode
+
+    def __str__(self) -> str:
+        return f"[deferred: external call {self.tool} ({self.call_id}) was not fired in {self.mode} mode]"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What ``Ledger.run`` did with a call."""
+
+    call_id: str
+    disposition: Disposition
+    value: Any = None
+    record: CallRecord | None = field(default=None, compare=False)
+
+    def unwrap(self) -> Any:
+        """The value (a :class:`Deferred` when deferred); raises for in-doubt/failed."""
+        if self.disposition == "in_doubt":
+            raise CallInDoubt(self.call_id, self.record.tool if self.record else "?")
+        if self.disposition == "failed":
+            rec = self.record
+            raise CallFailed(self.call_id, rec.tool if rec else "?", (rec.error if rec else "") or "")
+        return self.value
+
+
+# -- the ledger -----------------------------------------------------------------
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS calls (
+    call_id     TEXT PRIMARY KEY,
+    session     TEXT NOT NULL,
+    tool        TEXT NOT NULL,
+    args_json   TEXT NOT NULL,
+    occurrence  INTEGER NOT NULL,
+    effect      TEXT NOT NULL,
+    status      TEXT NOT NULL,
+    result_json TEXT,
+    error       TEXT,
+    mode        TEXT NOT NULL,
+    attempts    INTEGER NOT NULL DEFAULT 0,
+    created_at  REAL NOT NULL,
+    updated_at  REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS calls_session ON calls(session, status);
+"""
+_COLS = "call_id, session, tool, args_json, occurrence, effect, status, result_json, error, mode, attempts, created_at, updated_at"
+
+
+class Ledger:
+    """A persistent SQLite call ledger at ``path`` (created if missing)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._conns: list[sqlite3.Connection] = []
+        self._conns_lock = threading.Lock()
+        self._pass = Pass()
+        self._inflight: dict[str, threading.Event] = {}
+        self._inflight_lock = threading.Lock()
+        self._closed = False
+        conn = self._conn()
+        conn.executescript(_SCHEMA)
+
+    # -- connections --------------------------------------------------------
+    def _conn(self) -> sqlite3.Connection:
+        if self._closed:
+            raise LedgerError(f"ledger {self.path} is closed")
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("PRAGMA busy_timeout=30000")
+            self._local.conn = conn
+            with self._conns_lock:
+                self._conns.append(conn)
+        return conn
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        else:
+            conn.execute("COMMIT")
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with self._conns_lock:
+            for conn in self._conns:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.close()
+            self._conns.clear()
+
+    def __enter__(self) -> "Ledger":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- ids ------------------------------------------------------------------
+    def next_call_id(self, session: str, tool: str, args: Any) -> tuple[str, int]:
+        """Take the next occurrence index for this call in the current pass."""
+        args_json = canonical_json(args)
+        occ = (_pass.get() or self._pass).next(session, tool, args_json)
+        return _hash_id(session, tool, args_json, occ), occ
+
+    # -- the main entry point ---------------------------------------------------
+    def run(
+        self,
+        session: str,
+        tool: str,
+        args: Any,
+        fn: Callable[[], Any],
+        *,
+        effect: Effect = "external",
+        occurrence: int | None = None,
+    ) -> Outcome:
+        """Execute (or not) one call according to its effect and the current mode.
+
+        ``fn`` takes no arguments (close over the call's arguments). Returns an
+        :class:`Outcome`; when ``fn`` itself raises, the error is recorded and
+        re-raised.
+        """
+        if effect not in EFFECTS:
+            raise ValueError(f"effect must be one of {EFFECTS}, not {effect!r}")
+        args_json = canonical_json(args)
+        if occurrence is None:
+            occurrence = (_pass.get() or self._pass).next(session, tool, args_json)
+        cid = _hash_id(session, tool, args_json, occurrence)
+        mode = current_mode()
+        base = dict(call_id=cid, session=session, tool=tool, args_json=args_json,
+                    occurrence=occurrence, effect=effect, mode=mode)
+        if effect != "external":
+            return self._run_local(base, fn)
+        while True:
+            decision, record = self._decide(base)
+            if decision == "wait":
+                ev = self._inflight.get(cid)
+                if ev is not None:
+                    ev.wait()
+                continue
+            break
+        if decision == "replayed":
+            return Outcome(cid, "replayed", record.result, record)
+        if decision in ("in_doubt", "failed"):
+            return Outcome(cid, decision, None, record)
+        if decision == "deferred":
+            return Outcome(cid, "deferred", Deferred(cid, tool, json.loads(args_json), mode), record)
+        # decision == "fire": we hold the claim (status fired, committed)
+        try:
+            value = fn()
+        except Exception as exc:
+            try:
+                self._finish(cid, "failed", None, f"{type(exc).__name__}: {exc}")
+            finally:
+                self._release(cid)
+            raise
+        except BaseException:  # interrupted like a crash: stays 'fired' (in doubt)
+            self._release(cid)
+            raise
+        try:
+            rec = self._finish(cid, "done", _to_json(value), None)
+        finally:
+            self._release(cid)
+        return Outcome(cid, "fired", value, rec)
+
+    def _release(self, cid: str) -> None:
+        with self._inflight_lock:
+            ev = self._inflight.pop(cid, None)
+        if ev is not None:
+            ev.set()
+
+    def _decide(self, base: dict[str, Any]) -> tuple[str, CallRecord | None]:
+        cid, mode = base["call_id"], base["mode"]
+        now = time.time()
+        with self._tx() as conn:
+            rec = self._get(conn, cid)
+            if rec is None:
+                status = "pending" if mode == "live" else "deferred"
+                conn.execute(
+                    f"INSERT INTO calls ({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (cid, base["session"], base["tool"], base["args_json"], base["occurrence"],
+                     "external", status, None, None, mode, 0, now, now),
+                )
+                if mode != "live":
+                    return "deferred", self._get(conn, cid)
+        # (the pending row is committed: intent is durable before anything fires)
+        if rec is not None:
+            if rec.status == "done":
+                return "replayed", rec
+            if rec.status == "failed":
+                return "failed", rec
+            if rec.status == "fired":
+                with self._inflight_lock:
+                    if cid in self._inflight:
+                        return "wait", rec
+                return "in_doubt", rec
+            if mode != "live":
+                return "deferred", rec
+        return self._claim(cid)
+
+    def _claim(self, cid: str) -> tuple[str, CallRecord | None]:
+        """Atomically move pending/deferred/released -> fired (committed before firing)."""
+        with self._inflight_lock:
+            if cid in self._inflight:
+                return "wait", None
+            with self._tx() as conn:
+                cur = conn.execute(
+                    "UPDATE calls SET status='fired', mode='live', attempts=attempts+1, updated_at=? "
+                    "WHERE call_id=? AND status IN ('pending','deferred','released')",
+                    (time.time(), cid),
+                )
+                claimed = cur.rowcount == 1
+            if claimed:
+                self._inflight[cid] = threading.Event()
+                return "fire", None
+        # somebody else changed it between our read and the claim: decide again
+        return "wait", None
+
+    def _finish(self, cid: str, status: Status, result_json: str | None, error: str | None) -> CallRecord:
+        with self._tx() as conn:
+            conn.execute(
+                "UPDATE calls SET status=?, result_json=?, error=?, updated_at=? WHERE call_id=?",
+                (status, result_json, error, time.time(), cid),
+            )
+            rec = self._get(conn, cid)
+        assert rec is not None
+        return rec
+
+    def _run_local(self, base: dict[str, Any], fn: Callable[[], Any]) -> Outcome:
+        """read/write effects: always execute; record live executions."""
+        live = base["mode"] == "live"
+        try:
+            value = fn()
+        except Exception as exc:
+            if live:
+                self._upsert(base, "failed", None, f"{type(exc).__name__}: {exc}")
+            raise
+        rec = self._upsert(base, "done", _to_json(value), None) if live else None
+        return Outcome(base["call_id"], "executed", value, rec)
+
+    def _upsert(self, base: dict[str, Any], status: Status, result_json: str | None, error: str | None) -> CallRecord:
+        now = time.time()
+        with self._tx() as conn:
+            conn.execute(
+                f"INSERT INTO calls ({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) "
+                "ON CONFLICT(call_id) DO UPDATE SET status=excluded.status, result_json=excluded.result_json, "
+                "error=excluded.error, attempts=calls.attempts+1, updated_at=excluded.updated_at",
+                (base["call_id"], base["session"], base["tool"], base["args_json"], base["occurrence"],
+                 base["effect"], status, result_json, error, base["mode"], 1, now, now),
+            )
+            rec = self._get(conn, base["call_id"])
+        assert rec is not None
+        return rec
+
+    # -- queries and operator actions ---------------------------------------------
+    @staticmethod
+    def _get(conn: sqlite3.Connection, cid: str) -> CallRecord | None:
+        row = conn.execute(f"SELECT {_COLS} FROM calls WHERE call_id=?", (cid,)).fetchone()
+        return CallRecord(*row) if row else None
+
+    def get(self, call_id: str) -> CallRecord | None:
+        return self._get(self._conn(), call_id)
+
+    def calls(
+        self,
+        *,
+        session: str | None = None,
+        status: Status | None = None,
+        tool: str | None = None,
+        effect: Effect | None = None,
+    ) -> list[CallRecord]:
+        """Records matching every given filter, oldest first."""
+        where, params = [], []
+        for col, val in (("session", session), ("status", status), ("tool", tool), ("effect", effect)):
+            if val is not None:
+                where.append(f"{col}=?")
+                params.append(val)
+        sql = f"SELECT {_COLS} FROM calls" + (" WHERE " + " AND ".join(where) if where else "")
+        sql += " ORDER BY created_at, rowid"
+        return [CallRecord(*r) for r in self._conn().execute(sql, params).fetchall()]
+
+    def resolve(
+        self,
+        call_id: str,
+        *,
+        status: Literal["done", "failed", "released"],
+        result: Any = None,
+        error: str | None = None,
+    ) -> CallRecord:
+        """Settle an in-doubt (or failed) call: record what really happened,
+        or ``released`` to allow one new attempt."""
+        if status not in ("done", "failed", "released"):
+            raise ValueError("status must be done, failed or released")
+        with self._tx() as conn:
+            rec = self._get(conn, call_id)
+            if rec is None:
+                raise LedgerError(f"no such call: {call_id}")
+            conn.execute(
+                "UPDATE calls SET status=?, result_json=?, error=?, updated_at=? WHERE call_id=?",
+                (status, _to_json(result) if status == "done" else None, error, time.time(), call_id),
+            )
+            rec = self._get(conn, call_id)
+        assert rec is not None
+        return rec
+
+    def delete(self, *, session: str | None = None, call_ids: list[str] | None = None) -> int:
+        """Delete records (erasure); returns how many. Checkpoint the WAL afterwards
+        (``vacuum()``) to drop old copies from the file."""
+        if session is None and not call_ids:
+            raise ValueError("give a session or call ids")
+        with self._tx() as conn:
+            n = 0
+            if session is not None:
+                n += conn.execute("DELETE FROM calls WHERE session=?", (session,)).rowcount
+            for cid in call_ids or []:
+                n += conn.execute("DELETE FROM calls WHERE call_id=?", (cid,)).rowcount
+        return n
+
+    def vacuum(self) -> None:
+        """Checkpoint and truncate the WAL, then VACUUM (drops free pages)."""
+        conn = self._conn()
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def integrity_ok(self) -> bool:
+        row = self._conn().execute("PRAGMA integrity_check").fetchone()
+        return bool(row) and row[0] == "ok"
+
+
+def _to_json(value: Any) -> str:
+    return json.dumps(to_jsonable_python(value, fallback=str), ensure_ascii=False, sort_keys=True)

@@ -1,0 +1,205 @@
+"""The forget operator on real create_agent agents with a deterministic policy."""
+
+import json
+
+import pytest
+from langgraph.store.memory import InMemoryStore
+
+from forget_agents import FIRED, SECRET, build, say, state_of
+from unsee import (AmbiguousTarget, IncompleteSession, InvalidArgument, RevocationEvent, SessionNotFound,
+                   TargetNotFound, Unsee)
+from unsee.plugins.replay.crash import crash_at
+from unsee.plugins.replay.forget_errors import InjectedCrash, UnknownStrategy
+
+SCENARIOS = {
+    "tool_return": ["hello", "look at T1", "thanks", "refund A7 please", "look at T2", "bye"],
+    "user_input": ["hello", f"my card is {SECRET}, look at T2", "refund A7 please", "remember I like tea", "bye"],
+    "memory": ["hello", "look at T2", "refund A7 please", "bye"],
+}
+
+
+def record(tmp_path, name, scenario, summarize=False):
+    u = Unsee(home=tmp_path / name)
+    inner = InMemoryStore()
+    if scenario == "memory":
+        inner.put(("mem", "dana"), "card", {"text": f"card {SECRET}"})
+    agent, store = build(u, summarize=summarize, store=None)
+    store.inner = inner
+    for text in SCENARIOS[scenario]:
+        say(agent, "s", text)
+    return u, agent, store
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+@pytest.mark.parametrize("summarize", [False, True])
+def test_b7_equals_b5(tmp_path, scenario, summarize):
+    results = {}
+    for strategy in ("B7", "B5", "B5'"):
+        u, agent, store = record(tmp_path, f"{strategy}-{scenario}", scenario, summarize)
+        fired_before = len(FIRED)
+        report = u.forget("s", RevocationEvent(target=SECRET), strategy)
+        assert report.committed and len(FIRED) == fired_before  # never fires again
+        results[strategy] = (state_of(agent, store, "s"), report)
+        u.close()
+    (b7, r7), (b5, r5), (b5p, r5p) = results["B7"], results["B5"], results["B5'"]
+    assert b7 == b5 == b5p
+    assert SECRET not in json.dumps(b7, default=str)
+    # B7 re-decodes no more turns than B5' and B5, and reuses the clean prefix
+    assert r7.model_turns_decoded <= r5p.model_turns_decoded <= r5.model_turns_decoded
+    assert r7.transitions_replayed <= r5.transitions_replayed
+
+
+def test_b7_leaves_no_trace_in_live_state_records_and_store(tmp_path):
+    u, agent, store = record(tmp_path, "x", "tool_return", summarize=True)
+    assert SECRET in json.dumps(state_of(agent, store, "s"), default=str)
+    report = u.forget("s", RevocationEvent(target=SECRET, reason="user request"))
+    assert report.tau >= 1 and report.closure_size > 1 and report.checkpoint_id
+    assert report.model_turns_rematerialised >= 1  # the turn before tau was not decoded again
+    norm, items = state_of(agent, store, "s")
+    assert SECRET not in json.dumps(norm) and SECRET not in json.dumps(items)
+    with pytest.raises(TargetNotFound):
+        u.graph("s").locate(SECRET)
+    assert not any(SECRET in c for c in u.store.contents("s").values())
+    # the agent continues from the counterfactual state
+    out = say(agent, "s", "look at T2")
+    assert "blender" in out["messages"][-1].content and SECRET not in out["messages"][-1].content
+    assert len(u.graph("s").of_type(__import__("unsee").ArtifactType.USER_INPUT)) == 7
+
+
+def test_orphaned_side_effect_is_reported(tmp_path):
+    """A refund whose arguments quoted the target fired; the counterfactual makes a different call."""
+    u, agent, store = record(tmp_path, "o", "tool_return")
+    n = len(FIRED)
+    report = u.forget("s", RevocationEvent(target=SECRET))
+    assert len(FIRED) == n
+    orphans = report.orphaned_side_effects
+    assert [o.tool for o in orphans] == ["refund"] and SECRET in orphans[0].args["reason"]
+    assert orphans[0].result and "refund of A7" in orphans[0].result
+    assert [d.tool for d in report.deferred_side_effects] == ["refund"]  # the clean call is deferred
+    assert SECRET not in json.dumps(report.deferred_side_effects[0].args)
+
+
+def test_memory_entry_sanitizes_the_store_item(tmp_path):
+    u, agent, store = record(tmp_path, "m", "memory")
+    assert u.graph("s").locate(SECRET).artifact_type.value == "memory_read"
+    u.forget("s", RevocationEvent(target=SECRET))
+    item = store.inner.get(("mem", "dana"), "card")
+    assert item is not None and SECRET not in str(item.value)
+
+
+def test_external_fires_once_across_forgets_crashes_and_retries(tmp_path):
+    u, agent, store = record(tmp_path, "e", "user_input")
+    n = len(FIRED)
+    for step in ("fork", "replay:turn:", "replay:done"):
+        with crash_at(step), pytest.raises(InjectedCrash):
+            u.forget("s", RevocationEvent(target=SECRET))
+        assert len(FIRED) == n
+    ev = RevocationEvent(target=SECRET)
+    with crash_at("commit:state"), pytest.raises(InjectedCrash):
+        u.forget("s", ev)
+    u.forget("s", ev)  # journaled: the retry rolls the commit forward
+    assert len(FIRED) == n
+    # forgetting something else later still never refires the refund
+    u.forget("s", RevocationEvent(target="I like tea"))
+    assert len(FIRED) == n
+
+
+@pytest.mark.parametrize("step", ["plan", "fork", "replay:turn:", "replay:done"])
+def test_crash_before_commit_leaves_old_state_and_retry_matches(tmp_path, step):
+    u, agent, store = record(tmp_path, "c", "tool_return")
+    before = state_of(agent, store, "s")
+    graph_before = [a.id for a in u.graph("s")]
+    ev = RevocationEvent(target=SECRET)
+    with crash_at(step), pytest.raises(InjectedCrash):
+        u.forget("s", ev)
+    assert state_of(agent, store, "s") == before
+    assert [a.id for a in u.graph("s")] == graph_before
+    u.forget("s", ev)
+    after = state_of(agent, store, "s")
+    u2, agent2, store2 = record(tmp_path, "c2", "tool_return")
+    u2.forget("s", RevocationEvent(target=SECRET))
+    assert after == state_of(agent2, store2, "s")
+
+
+@pytest.mark.parametrize("step", ["commit:begin", "commit:state", "commit:store", "commit:records"])
+def test_crash_during_commit_rolls_forward(tmp_path, step):
+    u, agent, store = record(tmp_path, "r", "tool_return")
+    ev = RevocationEvent(target=SECRET)
+    with crash_at(step), pytest.raises(InjectedCrash):
+        u.forget("s", ev)
+    u.forget("s", ev)  # same event id: finishes the interrupted commit
+    u2, agent2, store2 = record(tmp_path, "r2", "tool_return")
+    u2.forget("s", RevocationEvent(target=SECRET))
+    assert state_of(agent, store, "s") == state_of(agent2, store2, "s")
+    with pytest.raises(TargetNotFound):
+        u.graph("s").locate(SECRET)
+
+
+def test_bad_input_changes_nothing(tmp_path):
+    u, agent, store = record(tmp_path, "b", "tool_return")
+    before = (state_of(agent, store, "s"), [a.id for a in u.graph("s")])
+    with pytest.raises(SessionNotFound):
+        u.forget("nope", RevocationEvent(target=SECRET))
+    with pytest.raises(TargetNotFound):
+        u.forget("s", RevocationEvent(target="not-in-session"))
+    with pytest.raises(ValueError):
+        RevocationEvent(target="  ")
+    with pytest.raises(UnknownStrategy):
+        u.forget("s", RevocationEvent(target=SECRET), strategy="B42")
+    with pytest.raises(NotImplementedError):
+        u.forget("s", RevocationEvent(target=SECRET), strategy="B9")
+    assert (state_of(agent, store, "s"), [a.id for a in u.graph("s")]) == before
+
+
+def test_ambiguous_source(tmp_path):
+    u = Unsee(home=tmp_path / "amb")
+    agent, store = build(u)
+    say(agent, "s", f"my card is {SECRET}")
+    say(agent, "s", "look at T1")
+    with pytest.raises(AmbiguousTarget) as e:
+        u.forget("s", RevocationEvent(target=SECRET))
+    assert set(e.value.sources) == {"user", "tool:lookup"}
+    report = u.forget("s", RevocationEvent(target=SECRET, source="user"), dry_run=True)
+    assert report.entry_type == "user_input"
+
+
+def test_incomplete_session_refused(tmp_path, monkeypatch):
+    u, agent, store = record(tmp_path, "i", "tool_return")
+    u.store.mark_failure("s", "simulated")
+    with pytest.raises(IncompleteSession):
+        u.forget("s", RevocationEvent(target=SECRET))
+
+
+def test_dry_run_changes_nothing(tmp_path):
+    u, agent, store = record(tmp_path, "d", "tool_return")
+    before = state_of(agent, store, "s")
+    plan = u.forget("s", RevocationEvent(target=SECRET), dry_run=True)
+    assert plan.tau >= 1 and plan.checkpoint_id and plan.model_turns_to_rematerialise
+    assert [s.tool for s in plan.side_effects_at_risk] == ["refund"]
+    assert state_of(agent, store, "s") == before
+
+
+@pytest.mark.parametrize("strategy", ["B0", "B1", "B2", "B3", "B4", "B6"])
+def test_editing_baselines_run(tmp_path, strategy):
+    u, agent, store = record(tmp_path, strategy, "tool_return", summarize=True)
+    report = u.forget("s", RevocationEvent(target=SECRET), strategy)
+    assert report.strategy == strategy
+    norm, _ = state_of(agent, store, "s")
+    live = json.dumps(norm)
+    if strategy in ("B0", "B1", "B2"):
+        assert SECRET in live
+    if strategy in ("B4", "B6"):
+        assert SECRET not in live
+
+
+def test_forget_waits_for_a_running_agent(tmp_path):
+    from unsee.middleware.errors import SessionBusy
+
+    u, agent, store = record(tmp_path, "w", "tool_return")
+    u.recorder.mark_running("s", True)
+    with pytest.raises(SessionBusy):
+        u.forget("s", RevocationEvent(target=SECRET), wait=False)
+    import threading
+
+    threading.Timer(0.3, lambda: u.recorder.mark_running("s", False)).start()
+    assert u.forget("s", RevocationEvent(target=SECRET)).committed

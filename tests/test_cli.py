@@ -1,0 +1,270 @@
+"""The ``unsee`` command line: exit codes, one-line errors, formats, home resolution.
+
+``unsee.cli.main(argv)`` is driven in-process (it returns the exit code); one
+test runs the installed ``unsee`` script in a subprocess for the
+no-traceback guarantee. A session is recorded first with the demo agent.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from unsee.cli import main
+from unsee.core import DEFAULT_HOME, resolve_home
+from unsee.demo import SECRET, run_demo
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    base = tmp_path_factory.mktemp("cli")
+    home = base / "home"
+    jaeger = base / "t.json"
+    result = run_demo(home=home, session="demo", jaeger_json=jaeger, console=Console(file=io.StringIO()))
+    return {"home": home, "jaeger": jaeger, "result": result, "session": result["session"]}
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(err: str) -> None:
+    assert err.startswith("error: "), err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, f"error spans several lines: {err!r}"
+
+
+# -- demo ----------------------------------------------------------------------------
+def test_run_demo_result(demo):
+    r = demo["result"]
+    assert r["session"] == "demo"
+    assert r["tau"] >= 1
+    assert r["closure"] > 1
+    assert r["artifacts"] > r["closure"]
+    assert demo["jaeger"].exists()
+    doc = json.loads(demo["jaeger"].read_text())
+    assert sum(len(t["spans"]) for t in doc["data"]) == r["spans"] > 0
+    assert SECRET not in demo["jaeger"].read_text()
+
+
+def test_run_demo_again_on_same_home_uses_a_fresh_session(tmp_path):
+    quiet = Console(file=io.StringIO())
+    first = run_demo(home=tmp_path / "h", session="s", jaeger_json=tmp_path / "a.json", console=quiet)
+    second = run_demo(home=tmp_path / "h", session="s", jaeger_json=tmp_path / "b.json", console=quiet)
+    assert first["session"] == "s"
+    assert second["session"] != "s"
+    assert second["tau"] == first["tau"] and second["closure"] == first["closure"]
+
+
+# -- sessions ----------------------------------------------------------------------------
+def test_sessions_json_lists_the_demo_session(demo, capsys):
+    code, out, err = run(capsys, "--home", demo["home"], "sessions", "--json")
+    assert code == 0, err
+    rows = json.loads(out)
+    (s,) = [r for r in rows if r["session_id"] == demo["session"]]
+    assert s["artifacts"] == demo["result"]["artifacts"]
+    assert s["turns"] >= 1 and s["incomplete"] is False
+
+
+def test_sessions_table(demo, capsys):
+    code, out, _ = run(capsys, "--home", demo["home"], "sessions")
+    assert code == 0
+    assert demo["session"] in out
+
+
+@pytest.mark.parametrize("make_dir", [False, True])
+def test_sessions_on_empty_home_fails(tmp_path, capsys, make_dir):
+    home = tmp_path / "empty"
+    if make_dir:
+        home.mkdir()
+    code, out, err = run(capsys, "--home", home, "sessions")
+    assert code == 1
+    assert err.startswith("error: ") and "no unsee home" in err
+    assert "Traceback" not in err
+    assert out == ""
+    assert not (home / "provenance.sqlite").exists()  # reading never creates a home
+
+
+def test_sessions_on_empty_home_error_is_one_line(tmp_path, capsys):
+    home = tmp_path / ("deeply-nested-" * 8) / "empty-home"
+    code, _, err = run(capsys, "--home", home, "sessions")
+    assert code == 1
+    assert_one_line_error(err)
+
+
+# -- graph --------------------------------------------------------------------------------
+def test_graph_mermaid(demo, capsys):
+    code, out, err = run(capsys, "--home", demo["home"], "graph", demo["session"], "--format", "mermaid")
+    assert code == 0, err
+    assert out.startswith("flowchart")
+    assert "-->" in out
+    assert SECRET not in out
+
+
+def test_graph_dot(demo, capsys):
+    code, out, _ = run(capsys, "--home", demo["home"], "graph", demo["session"], "-f", "dot")
+    assert code == 0
+    assert out.startswith(f'digraph "{demo["session"]}"')
+    assert out.rstrip().endswith("}")
+    assert "->" in out
+
+
+def test_graph_json(demo, capsys):
+    code, out, _ = run(capsys, "--home", demo["home"], "graph", demo["session"], "--format", "json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["session_id"] == demo["session"]
+    assert len(doc["artifacts"]) == demo["result"]["artifacts"]
+    assert doc["checkpoints"]
+    assert not any(a["tainted"] for a in doc["artifacts"])
+    ids = {a["id"] for a in doc["artifacts"]}
+    assert all(p in ids for a in doc["artifacts"] for p in a["parents"])
+    assert SECRET not in out
+
+
+def test_graph_default_format_is_mermaid(demo, capsys):
+    code, out, _ = run(capsys, "--home", demo["home"], "graph", demo["session"])
+    assert code == 0 and out.startswith("flowchart")
+
+
+def test_graph_target_highlights_the_closure(demo, capsys):
+    code, out, _ = run(capsys, "--home", demo["home"], "graph", demo["session"], "-f", "json", "--target", SECRET)
+    assert code == 0
+    tainted = [a for a in json.loads(out)["artifacts"] if a["tainted"]]
+    assert len(tainted) == demo["result"]["closure"]
+    code, out, _ = run(capsys, "--home", demo["home"], "graph", demo["session"], "--target", SECRET)
+    assert code == 0 and "classDef tainted" in out
+
+
+def test_graph_unknown_target(demo, capsys):
+    code, out, err = run(capsys, "--home", demo["home"], "graph", demo["session"], "--target", "no such text")
+    assert code == 1 and out == ""
+    assert_one_line_error(err)
+    assert "target not found" in err
+
+
+def test_graph_unknown_session(demo, capsys):
+    code, out, err = run(capsys, "--home", demo["home"], "graph", "nope")
+    assert code == 1
+    assert out == ""
+    assert_one_line_error(err)
+    assert "unknown session 'nope'" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["graph", "SESSION", "--format", "png"],
+        ["graph"],                              # missing SESSION
+        ["graph", "SESSION", "--bogus"],        # unknown option
+        ["no-such-command"],
+    ],
+    ids=["bad-format", "missing-arg", "unknown-option", "unknown-command"],
+)
+def test_bad_arguments_exit_2(demo, capsys, argv):
+    argv = [demo["session"] if a == "SESSION" else a for a in argv]
+    code, out, err = run(capsys, "--home", demo["home"], *argv)
+    assert "Traceback" not in err
+    assert err.startswith("error: ")
+    assert code == 2, f"usage error exited {code}: {err.strip()!r}"
+
+
+# -- export ----------------------------------------------------------------------------------
+def test_export_without_options_is_usage_error(demo, capsys):
+    code, _, err = run(capsys, "--home", demo["home"], "export", demo["session"])
+    assert code == 2
+    assert_one_line_error(err)
+    assert "--otlp-endpoint" in err and "--jaeger-json" in err
+
+
+def test_export_jaeger_json(demo, capsys, tmp_path):
+    path = tmp_path / "out.json"
+    code, out, err = run(capsys, "--home", demo["home"], "export", demo["session"], "--jaeger-json", path)
+    assert code == 0, err
+    assert f"wrote {demo['result']['spans']} spans" in out
+    assert json.loads(path.read_text())["data"]
+
+
+def test_export_bad_endpoint_and_unknown_session(demo, capsys, tmp_path):
+    code, _, err = run(capsys, "--home", demo["home"], "export", demo["session"], "--otlp-endpoint", "not-a-url")
+    assert code == 1
+    assert err.startswith("error: ") and "Traceback" not in err
+    code, _, err = run(capsys, "--home", demo["home"], "export", "nope", "--jaeger-json", tmp_path / "x.json")
+    assert code == 1
+    assert_one_line_error(err)
+    assert not (tmp_path / "x.json").exists()
+
+
+# -- home resolution ------------------------------------------------------------------------
+def _make_home(path: Path, session: str) -> None:
+    from unsee.core import Unsee
+    from unsee.middleware.records import Artifact, ArtifactType
+    from unsee.middleware.store import Batch
+
+    u = Unsee(home=path)
+    a = Artifact(id="in-1", session_id=session, type=ArtifactType.USER_INPUT, seq=1, step=1)
+    u.store.submit(Batch(session_id=session, artifacts=[a], content={"in-1": "hello"}))
+    u.close()
+
+
+def _listed(capsys, *argv) -> list[str]:
+    code, out, err = run(capsys, *argv, "sessions", "--json")
+    assert code == 0, err
+    return [s["session_id"] for s in json.loads(out)]
+
+
+def test_home_precedence(tmp_path, monkeypatch, capsys):
+    flag_home, env_home, cwd = tmp_path / "flag", tmp_path / "env", tmp_path / "cwd"
+    _make_home(flag_home, "from-flag")
+    _make_home(env_home, "from-env")
+    _make_home(cwd / DEFAULT_HOME, "from-cwd")
+    monkeypatch.chdir(cwd)
+    monkeypatch.setenv("UNSEE_HOME", str(env_home))
+    assert _listed(capsys, "--home", flag_home) == ["from-flag"]   # --home beats $UNSEE_HOME
+    assert _listed(capsys) == ["from-env"]                          # $UNSEE_HOME beats ./.unsee
+    monkeypatch.delenv("UNSEE_HOME")
+    assert _listed(capsys) == ["from-cwd"]                          # ./.unsee last
+    assert _listed(capsys, "--home", flag_home) == ["from-flag"]
+
+
+def test_resolve_home(tmp_path, monkeypatch):
+    monkeypatch.delenv("UNSEE_HOME", raising=False)
+    assert resolve_home() == Path(".unsee")
+    monkeypatch.setenv("UNSEE_HOME", str(tmp_path / "e"))
+    assert resolve_home() == tmp_path / "e"
+    assert resolve_home(tmp_path / "x") == tmp_path / "x"
+
+
+# -- the installed script -------------------------------------------------------------------
+def _unsee_script() -> Path:
+    script = Path(sys.executable).parent / "unsee"
+    if not script.exists():
+        pytest.skip("the unsee console script is not installed next to this interpreter")
+    return script
+
+
+@pytest.mark.parametrize(
+    "argv, code",
+    [(["graph", "nope"], 1), (["graph", "SESSION", "--format", "png"], 2)],
+    ids=["unknown-session", "bad-format"],
+)
+def test_script_never_prints_a_traceback(demo, argv, code):
+    argv = [demo["session"] if a == "SESSION" else a for a in argv]
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "UNSEE_HOME")}
+    proc = subprocess.run(
+        [str(_unsee_script()), "--home", str(demo["home"]), *argv],
+        capture_output=True, text=True, timeout=60, env=env,
+    )
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+    assert proc.stderr.startswith("error: ")
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert proc.returncode == code, proc.stderr
