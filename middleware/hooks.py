@@ -21,42 +21,17 @@ from opentelemetry import trace
 from opentelemetry.trace import Span
 
 from . import semconv as sc
+from .context import DEFAULT_SESSION, current_session, logical_session  # noqa: F401 (re-exported)
 from .discovery import find_agent
 from .hashing import short_id
 from .interception import acompose, compose
 from .recorder import ModelCallScope, Recorder, current_producer, current_scope, error_status, json_dumps
 from .records import ArtifactType, CheckpointKind
 from .session_state import SessionState
+from .tools import EFFECT_KEY, effect_of  # noqa: F401
 
 log = logging.getLogger("unsee.hooks")
 
-DEFAULT_SESSION = "default"
-EFFECT_KEY = "unsee.effect"
-
-
-def logical_session() -> str:
-    """The session a model cache, sampler seed or call ledger belongs to.
-
-    Equal to the thread id, except during a replay, which runs in a scratch
-    thread on behalf of the session it rebuilds (``configurable.unsee_session``).
-    """
-    try:
-        conf = get_config().get("configurable", {}) or {}
-    except RuntimeError:
-        return DEFAULT_SESSION
-    return str(conf.get("unsee_session") or conf.get("thread_id") or DEFAULT_SESSION)
-
-
-def current_session() -> tuple[str, str | None]:
-    """(session id, LangGraph parent checkpoint id) of the run we are in."""
-    try:
-        cfg = get_config()
-    except RuntimeError:
-        return DEFAULT_SESSION, None
-    conf = cfg.get("configurable", {}) or {}
-    sid = conf.get("thread_id") or DEFAULT_SESSION
-    cmap = conf.get("checkpoint_map") or {}
-    return str(sid), cmap.get("") or conf.get("checkpoint_id")
 
 
 def text_of(message: BaseMessage) -> str:
@@ -101,9 +76,8 @@ def tool_call_artifact_id(session_id: str, call_id: str) -> str:
 
 
 def effect_of_tool(tool: Any) -> str | None:
-    meta = getattr(tool, "metadata", None) or {}
-    value = meta.get(EFFECT_KEY)
-    return str(value) if value else None
+    """The declared effect of a tool (``tool.metadata["unsee.effect"]``), or None."""
+    return effect_of(tool)
 
 
 def provider_of(model: Any) -> tuple[str, str]:
@@ -170,7 +144,7 @@ class UnseeMiddleware(AgentMiddleware):
                 )
                 kind = CheckpointKind.TURN if st.started else CheckpointKind.SESSION_START
                 st.started = True
-                rec.checkpoint(st, kind, langgraph_checkpoint_id=lg_ckpt)
+                rec.checkpoint(st, kind, langgraph_checkpoint_id=lg_ckpt, env=True)
                 for m in state.get("messages", []):
                     self._record_message(st, m)
         except Exception as exc:

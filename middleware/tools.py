@@ -47,6 +47,8 @@ from langchain_core.tools.base import create_schema_from_function
 from pydantic import BaseModel, create_model
 
 from unsee.sandbox.base import Environment, ExecResult
+
+from .context import logical_session
 from unsee.sandbox.ledger import Ledger
 
 __all__ = [
@@ -83,15 +85,8 @@ def effect_of(tool: Any) -> Effect | None:
 
 
 def current_session_id() -> str:
-    """The LangGraph ``thread_id`` of the run we are in, else ``"default"``."""
-    try:
-        from langgraph.config import get_config
-
-        cfg = get_config()
-    except (RuntimeError, ImportError):
-        return DEFAULT_SESSION
-    conf = cfg.get("configurable") or {}
-    return str(conf.get("thread_id") or DEFAULT_SESSION)
+    """The session of the run we are in (a replay's logical session), else ``"default"``."""
+    return logical_session()
 
 
 def _route(

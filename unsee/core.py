@@ -9,12 +9,15 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
+from unsee.middleware.environments import SessionEnvironments
+from unsee.middleware.errors import InvalidArgument
 from unsee.middleware.graph import ProvenanceGraph
 from unsee.middleware.hashing import ContentHasher
 from unsee.middleware.hooks import UnseeMiddleware
@@ -24,6 +27,8 @@ from unsee.middleware.recorder import EnvSnapshotter, Recorder
 from unsee.middleware.records import SessionInfo
 from unsee.middleware.store import ProvenanceStore
 from unsee.middleware.tokens import TokenCounter, counter_for_model, tiktoken_counter
+from unsee.sandbox import open_environment
+from unsee.sandbox.ledger import Ledger
 
 log = logging.getLogger("unsee")
 
@@ -57,6 +62,7 @@ class Unsee:
         tokenizer: TokenCounter | None = None,
         span_processors: list[SpanProcessor] | None = None,
         env_snapshotter: EnvSnapshotter | None = None,
+        sandbox: str | Callable[[], Any] | None = None,
         service_name: str = "unsee",
     ):
         self.home = resolve_home(home)
@@ -72,6 +78,15 @@ class Unsee:
             tracer_provider.add_span_processor(p)
         self.tracer_provider = tracer_provider
         self._tokenizer = tokenizer
+        #: one sandbox environment per session when ``sandbox`` is given
+        #: ("auto" = Docker when a daemon and the image are there, else local)
+        self.environments: SessionEnvironments | None = None
+        if sandbox is not None:
+            factory = sandbox if callable(sandbox) else (lambda name=sandbox: open_environment(name))
+            self.environments = SessionEnvironments(factory)
+            if env_snapshotter is None:
+                env_snapshotter = self.environments.snapshot_for_thread
+        self._ledger: Ledger | None = None
         self.recorder = Recorder(
             self.store,
             tracer_provider.get_tracer("unsee", "0.1.0"),
@@ -106,6 +121,28 @@ class Unsee:
     def recorded_store(self, store: Any) -> RecordingStore:
         """Wrap a LangGraph ``BaseStore`` so writes by tools/middleware are recorded."""
         return RecordingStore(store, self.recorder)
+
+    @property
+    def ledger(self) -> Ledger:
+        """The call ledger (``<home>/ledger.sqlite``): external effects fire at most once."""
+        if self._ledger is None:
+            self._ledger = Ledger(self.home / "ledger.sqlite")
+        return self._ledger
+
+    def tool(self, func=None, *, effect: str, sandboxed: bool = False, **kw):
+        """Make a LangChain tool that declares ``effect``, routed through the ledger.
+
+        ``sandboxed=True`` injects the session's sandbox environment as the
+        ``env`` argument (the restored shadow during a replay).
+        """
+        from unsee.middleware.tools import unsee_tool
+
+        env = None
+        if sandboxed:
+            if self.environments is None:
+                raise InvalidArgument("sandboxed tools need Unsee(sandbox='auto'|'local'|'docker')")
+            env = self.environments.current
+        return unsee_tool(func, effect=effect, ledger=self.ledger, env=env, **kw)
 
     def span_processor(self) -> ProvenanceSpanProcessor:
         """The processor to add to your own TracerProvider (done for you if you pass it)."""
@@ -167,6 +204,8 @@ class Unsee:
                                       commit_result=commit, wait=wait, side_effects=side_effects)
 
     def close(self) -> None:
+        if self.environments is not None:
+            self.environments.close()
         try:
             self.tracer_provider.force_flush()
             if self._own_provider:

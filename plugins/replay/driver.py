@@ -112,6 +112,9 @@ def run_replay(u: Any, agent: Any, plan: ReplayPlan, event: RevocationEvent,
             model.restore(session, offset)  # crop: the clean prefix stays in the cache
         except Exception:
             log.debug("cache restore to %s failed; prefix reuse will rebuild it", offset, exc_info=True)
+    envs = getattr(u, "environments", None)
+    if envs is not None:
+        envs.begin_replay(scratch, session, plan.checkpoint.env_snapshot_id if plan.checkpoint else None)
     icpt = ReplayInterceptor(plan, event.target, side_effects)
     u.recorder.interceptors.install(scratch, icpt)
     try:
@@ -129,6 +132,8 @@ def run_replay(u: Any, agent: Any, plan: ReplayPlan, event: RevocationEvent,
     except BaseException:
         if store is not None:
             store.end_overlay(scratch)
+        if envs is not None:
+            envs.end_replay(scratch, commit=False)
         raise
     finally:
         u.recorder.interceptors.remove(scratch)
@@ -151,8 +156,14 @@ def commit(u: Any, agent: Any, plan: ReplayPlan, outcome: ReplayOutcome, event: 
                                              "fork_seq": plan.fork_seq}))
     crash.point("commit:begin")
     finish_commit(u, agent, session, event.event_id)
+
+
+def abandon(u: Any, outcome: ReplayOutcome) -> None:
+    """Drop a replay that is not committed (its overlay and sandbox shadow)."""
     if outcome.store is not None:
         outcome.store.end_overlay(outcome.scratch)
+    if getattr(u, "environments", None) is not None:
+        u.environments.end_replay(outcome.scratch, commit=False)
 
 
 def finish_commit(u: Any, agent: Any, session: str, event_id: str) -> bool:
@@ -171,8 +182,13 @@ def finish_commit(u: Any, agent: Any, session: str, event_id: str) -> bool:
         agent.update_state({**cfg, "metadata": {"unsee_commit": event_id}}, update)
     crash.point("commit:state")
     store = recording_store(agent)
-    if store is not None and data.get("overlay"):
-        StoreOverlay({(tuple(ns), key): value for ns, key, value in data["overlay"]}).apply(store.inner)
+    if store is not None:
+        if data.get("overlay"):
+            StoreOverlay({(tuple(ns), key): value for ns, key, value in data["overlay"]}).apply(store.inner)
+        store.end_overlay(scratch)
+    if getattr(u, "environments", None) is not None:
+        # The restored shadow becomes the session's sandbox (lost only if this process died).
+        u.environments.end_replay(scratch, commit=True)
     u.store.replace_journal(session, scratch, int(data.get("fork_seq", 0)))
     crash.point("commit:store")
     u.recorder.forget_state(session)

@@ -15,7 +15,7 @@ from typing import Any
 from unsee.middleware.errors import AmbiguousTarget, IncompleteSession
 
 from . import crash
-from .driver import commit, finish_commit, run_replay
+from .driver import abandon, commit, finish_commit, run_replay
 from .edits import apply_edit
 from .events import RevocationEvent
 from .forget_errors import AgentUnknown, UnknownStrategy
@@ -114,8 +114,8 @@ class Forgetter:
         if commit_result:
             commit(u, agent, plan, outcome, event)
             committed = True
-        elif outcome.store is not None:
-            outcome.store.end_overlay(outcome.scratch)
+        else:
+            abandon(u, outcome)
         counters1 = self._counters(session)
         delta = {k: counters1.get(k, 0) - counters0.get(k, 0) for k in ("prefilled", "decoded", "reused")}
         notes = []

@@ -203,3 +203,64 @@ def test_forget_waits_for_a_running_agent(tmp_path):
 
     threading.Timer(0.3, lambda: u.recorder.mark_running("s", False)).start()
     assert u.forget("s", RevocationEvent(target=SECRET)).committed
+
+
+def _sandbox_agent(u):
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    from forget_agents import policy as base_policy
+    from unsee.scripted import ScriptedChatModel, call_id
+
+    def policy(messages, tools):
+        last = messages[-1]
+        if not isinstance(last, ToolMessage) and "save" in str(last.content):
+            prior = [str(m.content) for m in messages if isinstance(m, ToolMessage) and m.content != "noted"]
+            return AIMessage(content="", tool_calls=[{"name": "note", "args": {"fact": prior[-1] if prior else "-"},
+                                                      "id": call_id(messages), "type": "tool_call"}])
+        return base_policy(messages, tools)
+
+    @u.tool(effect="read", sandboxed=True)
+    def lookup(ticket: str, env) -> str:
+        """Look up a ticket."""
+        return env.read_file(f"tickets/{ticket}.txt").decode()
+
+    @u.tool(effect="write", sandboxed=True)
+    def note(fact: str, env) -> str:
+        """Append a fact to the case file."""
+        old = env.read_file("case.txt").decode() if b"case.txt" in env.exec("ls").stdout else ""
+        env.write_file("case.txt", (old + fact + "\n").encode())
+        return "noted"
+
+    return create_agent(ScriptedChatModel(policy=policy), [lookup, note], system_prompt="support",
+                        middleware=[u.middleware()], checkpointer=InMemorySaver())
+
+
+@pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
+def test_b7_equals_b5_with_sandbox_files(tmp_path, backend):
+    if backend == "docker":
+        from unsee.sandbox import available_backends
+
+        why = available_backends().get("docker")
+        if why:
+            pytest.skip(f"docker unavailable: {why}")
+    results = {}
+    for strategy in ("B7", "B5"):
+        u = Unsee(home=tmp_path / strategy, sandbox=backend)
+        env = u.environments.env("s")
+        env.write_file("tickets/T1.txt", f"ticket T1: card {SECRET}".encode())
+        env.write_file("tickets/T2.txt", b"ticket T2: blender broken")
+        u.environments._initial["s"] = u.environments.snapshot_for_thread("s")  # tickets exist from the start
+        agent = _sandbox_agent(u)
+        for text in ["hello", "look at T1", "save that", "look at T2", "bye"]:
+            say(agent, "s", text)
+        assert any(c.env_snapshot_id for c in u.graph("s").checkpoints)
+        u.forget("s", RevocationEvent(target=SECRET), strategy)
+        msgs = agent.get_state({"configurable": {"thread_id": "s"}}).values["messages"]
+        case = u.environments.env("s").read_file("case.txt").decode()
+        results[strategy] = ([(type(m).__name__, str(m.content)) for m in msgs], case)
+        u.close()
+    assert results["B7"] == results["B5"]
+    assert SECRET not in json.dumps(results["B7"])

@@ -1,0 +1,119 @@
+"""One sandbox environment per session, snapshotted at checkpoints.
+
+The recorder asks ``snapshot_for_thread`` at session start, turn boundaries
+and before consequential tool calls; the snapshot id lands on the checkpoint.
+Sandboxed tools find their environment with ``current()``: the session's own,
+or during a replay the restored shadow the replay runs against. A committed
+replay makes that shadow the session's environment; an aborted one throws it
+away. Environments are kept open until ``close()`` so that every recorded
+snapshot id stays restorable.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from unsee.sandbox.base import Environment, SnapshotId
+
+from .context import current_session, logical_session
+
+log = logging.getLogger("unsee.environments")
+
+
+def snapshot_key(s: SnapshotId) -> str:
+    return f"{s.backend}:{s.env_id}:{s.seq}"
+
+
+class SessionEnvironments:
+    def __init__(self, factory: Callable[[], Environment]):
+        self.factory = factory
+        self._envs: dict[str, Environment] = {}
+        self._initial: dict[str, str] = {}
+        self._snaps: dict[str, SnapshotId] = {}
+        self._replays: dict[str, tuple[str, Environment]] = {}  # scratch thread -> (session, shadow)
+        self._retired: list[Environment] = []
+        self._lock = threading.RLock()
+
+    @property
+    def backend(self) -> str:
+        with self._lock:
+            env = next(iter(self._envs.values()), None)
+        return getattr(env, "backend", None) or type(env).__name__ if env else "unstarted"
+
+    def env(self, session: str) -> Environment:
+        """The session's environment (created, and snapshotted as 'initial', on first use)."""
+        with self._lock:
+            env = self._envs.get(session)
+            if env is None:
+                env = self.factory()
+                self._envs[session] = env
+                self._initial[session] = self._remember(env.snapshot())
+            return env
+
+    def current(self) -> Environment:
+        """The environment a tool call of the current run must use."""
+        thread, _ = current_session()
+        with self._lock:
+            if thread in self._replays:
+                return self._replays[thread][1]
+        return self.env(logical_session())
+
+    def _remember(self, snap: SnapshotId) -> str:
+        key = snapshot_key(snap)
+        self._snaps[key] = snap
+        return key
+
+    def snapshot_for_thread(self, thread: str) -> str | None:
+        """Snapshot what ``thread`` runs against (its replay shadow if it is a scratch thread)."""
+        with self._lock:
+            if thread in self._replays:
+                return self._remember(self._replays[thread][1].snapshot())
+            return self._remember(self.env(thread).snapshot())
+
+    def initial_snapshot(self, session: str) -> str:
+        self.env(session)
+        return self._initial[session]
+
+    # -- replay ------------------------------------------------------------
+    def begin_replay(self, scratch: str, session: str, snapshot_id: str | None) -> Environment:
+        """A shadow of the session's environment restored to ``snapshot_id`` (or to its start)."""
+        with self._lock:
+            base = self.env(session)
+            key = snapshot_id or self._initial[session]
+            snap = self._snaps.get(key)
+            if snap is None:
+                raise LookupError(f"snapshot {key!r} is not known to this process; cannot restore the sandbox")
+            shadow = base.shadow()
+            shadow.restore(snap)
+            old = self._replays.pop(scratch, None)
+            if old is not None:
+                old[1].close()
+            self._replays[scratch] = (session, shadow)
+            return shadow
+
+    def end_replay(self, scratch: str, commit: bool) -> None:
+        with self._lock:
+            entry = self._replays.pop(scratch, None)
+            if entry is None:
+                return
+            session, shadow = entry
+            if commit:
+                old = self._envs.get(session)
+                if old is not None:
+                    self._retired.append(old)  # its snapshots stay restorable
+                self._envs[session] = shadow
+            else:
+                shadow.close()
+
+    def close(self) -> None:
+        with self._lock:
+            for env in [*self._envs.values(), *(s for _, s in self._replays.values()), *self._retired]:
+                try:
+                    env.close()
+                except Exception:
+                    log.debug("closing an environment failed", exc_info=True)
+            self._envs.clear()
+            self._replays.clear()
+            self._retired.clear()
