@@ -27,8 +27,10 @@ def snapshot_key(s: SnapshotId) -> str:
 
 
 class SessionEnvironments:
-    def __init__(self, factory: Callable[[], Environment]):
+    def __init__(self, factory: Callable[[], Environment],
+                 setup: Callable[[str, Environment], None] | None = None):
         self.factory = factory
+        self.setup = setup
         self._envs: dict[str, Environment] = {}
         self._initial: dict[str, str] = {}
         self._snaps: dict[str, SnapshotId] = {}
@@ -48,6 +50,8 @@ class SessionEnvironments:
             env = self._envs.get(session)
             if env is None:
                 env = self.factory()
+                if self.setup is not None:
+                    self.setup(session, env)  # e.g. the files a session starts with
                 self._envs[session] = env
                 self._initial[session] = self._remember(env.snapshot())
             return env

@@ -80,6 +80,8 @@ class Recorder:
         self._states_lock = threading.Lock()
         self._span_content: dict[str, str] = {}
         self.interceptors = InterceptorRegistry()
+        #: the facade object that owns this recorder (set by ``Unsee``)
+        self.owner: Any = None
         #: session id -> the compiled agent that ran it (learned on first run)
         self.agents: dict[str, Any] = {}
         self.last_agent: Any = None

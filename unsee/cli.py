@@ -115,12 +115,82 @@ def export_cmd(
 def demo_cmd(
     jaeger_json: Path = typer.Option(Path("unsee-demo-trace.json"), "--jaeger-json", help="where to write the trace"),
     session: str = typer.Option("demo", "--session", help="thread id of the demo session"),
+    model: str = typer.Option("scripted", "--model", help="local (the CPU model) or scripted"),
+    no_forget: bool = typer.Option(False, "--no-forget", help="stop after showing the provenance"),
 ) -> None:
-    """Run the customer-support demo agent and show the provenance of its secret."""
+    """Run the customer-support demo agent, show the provenance of its secret, then forget it."""
     from unsee.demo import run_demo
 
+    if model not in ("local", "scripted"):
+        raise cx.BadParameter("--model must be local or scripted")
     home = state.home or resolve_home()
-    run_demo(home=home, session=session, jaeger_json=jaeger_json, console=console)
+    run_demo(home=home, session=session, jaeger_json=jaeger_json, console=console, model=model,
+             forget=not no_forget)
+
+
+def _load_agent(spec: str):
+    """``module:attribute`` -> a compiled agent (or a zero-argument factory of one)."""
+    import importlib
+
+    from langgraph.pregel import Pregel
+
+    if ":" not in spec:
+        raise cx.BadParameter(f"--agent must be module:attribute, got {spec!r}")
+    mod_name, attr = spec.split(":", 1)
+    sys.path.insert(0, str(Path.cwd()))
+    try:
+        obj = getattr(importlib.import_module(mod_name), attr)
+    except (ImportError, AttributeError) as e:
+        raise UnseeError(f"cannot import --agent {spec}: {e}") from e
+    if not isinstance(obj, Pregel) and callable(obj):
+        obj = obj()
+    if not isinstance(obj, Pregel):
+        raise UnseeError(f"--agent {spec} is not a compiled LangGraph agent (got {type(obj).__name__})")
+    return obj
+
+
+def _owner_of(agent):
+    """The Unsee instance whose middleware is attached to ``agent``."""
+    from unsee.middleware.hooks import UnseeMiddleware
+
+    for spec in (getattr(getattr(agent, "builder", None), "nodes", None) or {}).values():
+        fn = getattr(getattr(spec, "runnable", None), "func", None)
+        mw = getattr(fn, "__self__", None)
+        if isinstance(mw, UnseeMiddleware):
+            return mw.recorder.owner
+    return None
+
+
+@app.command("forget")
+def forget_cmd(
+    session: str = typer.Argument(..., help="session id (the LangGraph thread_id)"),
+    target: str = typer.Option(..., "--target", help="the text to forget"),
+    source: Optional[str] = typer.Option(None, "--source", help="artifact id or source key it entered through"),
+    strategy: str = typer.Option("B7", "--strategy", help="B0 B1 B2 B3 B4 B5 B5' B6 B7 (B8 B9 need IFC)"),
+    agent: Optional[str] = typer.Option(None, "--agent", help="module:attribute of the compiled agent or a factory"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print the plan, change nothing"),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+    reason: str = typer.Option("", "--reason", help="why (kept in the report)"),
+) -> None:
+    """Forget TARGET in SESSION: rebuild the state as if it had never been seen."""
+    from unsee.plugins.replay.events import RevocationEvent
+    from unsee.plugins.replay.report import STRATEGIES
+
+    if strategy not in STRATEGIES:
+        raise cx.BadParameter(f"unknown strategy {strategy!r}: use one of {' '.join(STRATEGIES)}")
+    try:
+        event = RevocationEvent(target=target, source=source, reason=reason, raised_by="operator")
+    except ValueError as e:
+        raise cx.BadParameter(f"--target: {e.errors()[0]['msg'] if hasattr(e, 'errors') else e}") from e
+    compiled = _load_agent(agent) if agent else None
+    u = (_owner_of(compiled) if compiled is not None else None) or _open()
+    result = u.forget(session, event, strategy, agent=compiled, dry_run=dry_run)
+    if as_json:
+        print(result.model_dump_json(indent=1))
+        return
+    from unsee.report_view import render_plan, render_report
+
+    console.print(render_plan(result) if dry_run else render_report(result))
 
 
 def _mount_optional() -> None:

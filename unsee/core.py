@@ -63,6 +63,7 @@ class Unsee:
         span_processors: list[SpanProcessor] | None = None,
         env_snapshotter: EnvSnapshotter | None = None,
         sandbox: str | Callable[[], Any] | None = None,
+        sandbox_setup: Callable[[str, Any], None] | None = None,
         service_name: str = "unsee",
     ):
         self.home = resolve_home(home)
@@ -83,7 +84,7 @@ class Unsee:
         self.environments: SessionEnvironments | None = None
         if sandbox is not None:
             factory = sandbox if callable(sandbox) else (lambda name=sandbox: open_environment(name))
-            self.environments = SessionEnvironments(factory)
+            self.environments = SessionEnvironments(factory, sandbox_setup)
             if env_snapshotter is None:
                 env_snapshotter = self.environments.snapshot_for_thread
         self._ledger: Ledger | None = None
@@ -95,6 +96,7 @@ class Unsee:
             content_in_spans=content_in_spans,
             env_snapshotter=env_snapshotter,
         )
+        self.recorder.owner = self
         self._middleware: UnseeMiddleware | None = None
         #: the local chat model, when one was made by ``chat_model()`` (its caches are cropped on forget)
         self.local_model: Any = None

@@ -1,17 +1,25 @@
-"""``unsee demo``: a small customer-support agent, recorded end to end.
+"""``unsee demo``: a customer-support agent, recorded, then made to forget.
 
-Tools look up a ticket, check entitlement and issue a refund; a memory store
-is injected into the prompt and written by a tool; summarization compacts the
+Tools look up a ticket (read, in the sandbox), check entitlement (read),
+issue a refund (external: through the call ledger), save a case note (write,
+in the sandbox) and remember a preference (write, to the memory store).
+Memories are injected into the prompt; summarization compacts the
 conversation. One tool return carries a secret (a card number). The demo
-prints where the secret entered (tau), its taint closure and which later
-artifacts depend on it, and writes the session's Jaeger JSON.
+prints where the secret entered and what depends on it, writes the Jaeger
+JSON, revokes the secret (B7), prints the report, and lets the agent go on
+from the counterfactual state.
+
+``agent_factory`` is importable for ``unsee forget --agent unsee.demo:agent_factory``.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from langchain.agents import create_agent
 from langchain.agents.middleware import SummarizationMiddleware
@@ -23,60 +31,75 @@ from langgraph.store.memory import InMemoryStore
 from rich.console import Console
 from rich.table import Table
 
-from unsee.core import Unsee
+from unsee.core import Unsee, resolve_home
 from unsee.scripted import ScriptedChatModel, call_id
 
 SECRET = "4417-2231"
 USER = "dana"
-
+SYSTEM_PROMPT = (
+    "You are a customer-support agent. Use the tools: lookup_ticket to read a ticket, "
+    "check_entitlement before refunds, issue_refund to pay back, save_case_note to write notes, "
+    "remember to store customer preferences. Answer briefly."
+)
 TICKETS = {
-    "T-1001": f"Ticket T-1001: order #5521, blender arrived broken. Payment card on file {SECRET}.",
+    "T-1001": f"Ticket T-1001: order 5521, blender arrived broken. Payment card on file {SECRET}.",
 }
-
 TURNS = [
-    "Hi, I'm Dana. Ticket T-1001: my blender arrived broken.",
-    "Am I entitled to a refund for order 5521?",
+    "Hi, I'm Dana. Please look up ticket T-1001: my blender arrived broken.",
+    "Is order 5521 entitled to a refund?",
     "Yes please, issue the refund for order 5521.",
+    "Please save a case note with what you found in the ticket.",
     "Please remember that I prefer updates by email.",
     "Thanks. What is the status of my case?",
 ]
+AFTER = "Which payment card do you have on file for me?"
 
 
-@tool
-def lookup_ticket(ticket_id: str) -> str:
-    """Look up a support ticket by id (e.g. T-1001)."""
-    return TICKETS.get(ticket_id, f"Ticket {ticket_id}: not found.")
+def sandbox_setup(session: str, env: Any) -> None:
+    """Every demo session's sandbox starts with the ticket files."""
+    for tid, text in TICKETS.items():
+        env.write_file(f"tickets/{tid}.txt", text.encode())
 
 
-@tool
-def check_entitlement(order_id: str) -> str:
-    """Check whether an order is entitled to a refund."""
-    return f"Order {order_id}: within 30-day warranty, full refund of 49.90 EUR allowed."
+def build_tools(u: Unsee) -> list:
+    payments = u.home / "payments.log"  # stands for the payment provider: the real world
 
+    @u.tool(effect="read", sandboxed=True)
+    def lookup_ticket(ticket_id: str, env) -> str:
+        """Look up a support ticket by id (e.g. T-1001)."""
+        res = env.exec(["cat", f"tickets/{ticket_id}.txt"])
+        return res.stdout.decode() if res.exit_code == 0 else f"Ticket {ticket_id}: not found."
 
-@tool
-def issue_refund(order_id: str, amount: float) -> str:
-    """Issue a refund for an order (moves money)."""
-    return f"Refund R-{order_id[-2:]}88 of {amount:.2f} EUR issued for order {order_id}."
+    @u.tool(effect="read")
+    def check_entitlement(order_id: str) -> str:
+        """Check whether an order is entitled to a refund."""
+        return f"Order {order_id}: within the 30-day warranty, a full refund of 49.90 EUR is allowed."
 
+    @u.tool(effect="external")
+    def issue_refund(order_id: str, amount: float) -> str:
+        """Issue a refund for an order (moves money)."""
+        with open(payments, "a") as f:
+            f.write(f"refund {order_id} {amount:.2f}\n")
+        return f"Refund R-{order_id}-1 of {amount:.2f} EUR issued for order {order_id}."
 
-@tool
-def remember(fact: str, runtime: ToolRuntime) -> str:
-    """Store a durable fact about the customer in memory."""
-    runtime.store.put(("memories", USER), f"fact-{abs(hash(fact)) % 10_000}", {"text": fact})
-    return "Saved to memory."
+    @u.tool(effect="write", sandboxed=True)
+    def save_case_note(note: str, env) -> str:
+        """Save a note to the customer's case file."""
+        env.write_file("case/notes.txt", note.encode())
+        return "Case note saved."
 
+    @tool
+    def remember(fact: str, runtime: ToolRuntime) -> str:
+        """Store a durable preference of the customer in memory."""
+        runtime.store.put(("memories", USER), "preference", {"text": fact})
+        return "Saved to memory."
 
-lookup_ticket.metadata = {"unsee.effect": "read"}
-check_entitlement.metadata = {"unsee.effect": "read"}
-issue_refund.metadata = {"unsee.effect": "external"}
-remember.metadata = {"unsee.effect": "write"}
-
-TOOLS = [lookup_ticket, check_entitlement, issue_refund, remember]
+    remember.metadata = {"unsee.effect": "write"}
+    return [lookup_ticket, check_entitlement, issue_refund, save_case_note, remember]
 
 
 def support_policy(messages: Sequence[BaseMessage], tool_names: Sequence[str]) -> AIMessage:
-    """The scripted support agent: one tool per request, then a reply from the tool's words."""
+    """The scripted stand-in for a model: one tool per request, then a reply from the tool's words."""
     last = messages[-1]
     if isinstance(last, ToolMessage):
         return AIMessage(content=f"Done. {last.content}")
@@ -88,31 +111,42 @@ def support_policy(messages: Sequence[BaseMessage], tool_names: Sequence[str]) -
         calls = [{"name": "check_entitlement", "args": {"order_id": m.group(0)}}]
     elif "refund" in text and (m := re.search(r"\d{4}", text)):
         calls = [{"name": "issue_refund", "args": {"order_id": m.group(0), "amount": 49.90}}]
+    elif "case note" in text:
+        found = [str(m.content) for m in messages if isinstance(m, ToolMessage) and "Ticket" in str(m.content)]
+        calls = [{"name": "save_case_note", "args": {"note": found[-1] if found else "no ticket found"}}]
     elif "remember" in text.lower():
         calls = [{"name": "remember", "args": {"fact": text.split("remember that", 1)[-1].strip(" .")}}]
     if calls:
         return AIMessage(content="", tool_calls=[
-            {**c, "id": call_id(messages, i), "type": "tool_call"} for i, c in enumerate(calls)
-        ])
+            {**c, "id": call_id(messages, i), "type": "tool_call"} for i, c in enumerate(calls)])
+    if "card" in text:
+        seen = " ".join(str(m.content) for m in messages)
+        cards = re.findall(r"\d{4}-\d{4}", seen)
+        return AIMessage(content=f"The card on file is {cards[-1]}." if cards else "I have no card on file for you.")
     history = [str(m.content) for m in messages if isinstance(m, (ToolMessage, AIMessage)) and m.content]
     return AIMessage(content="Summary of your case: " + (" ".join(history[-2:]) or "nothing yet."))
 
 
 def extractive_summary(messages: Sequence[BaseMessage]) -> str:
-    """The scripted summarizer: keeps the gist of every message (so taint flows into it)."""
-    return " | ".join(str(m.content)[:120] for m in messages if m.content)
+    """The summarizer: keeps the gist of every message (so taint flows into the summary)."""
+    return " | ".join(str(m.content)[:160] for m in messages if m.content)
 
 
-def build_agent(u: Unsee, checkpointer, store, model=None):
-    model = model or ScriptedChatModel(policy=support_policy)
+def make_model(u: Unsee, which: str):
+    if which == "scripted":
+        return ScriptedChatModel(policy=support_policy), "scripted policy (deterministic stand-in, not a neural model)"
+    return u.chat_model(), f"local model {u.local_model.model_name} on {u.local_model.backend_name}"
+
+
+def build_agent(u: Unsee, checkpointer, store, model):
     return create_agent(
         model,
-        TOOLS,
-        system_prompt="You are a helpful customer-support agent. Use tools to act.",
+        build_tools(u),
+        system_prompt=SYSTEM_PROMPT,
         middleware=[
             u.middleware(),
             u.memory_middleware(store, ("memories", USER)),
-            SummarizationMiddleware(model, trigger=("messages", 12), keep=("messages", 4),
+            SummarizationMiddleware(model, trigger=("messages", 14), keep=("messages", 6),
                                     summarizer=extractive_summary),
         ],
         checkpointer=checkpointer,
@@ -120,28 +154,40 @@ def build_agent(u: Unsee, checkpointer, store, model=None):
     )
 
 
-def run_demo(home: Path, session: str, jaeger_json: Path, console: Console | None = None) -> dict:
+def open_demo(home: Path, which: str = "scripted"):
+    """(u, agent, model description, sqlite connection) for a demo home."""
+    u = Unsee(home=home, sandbox="auto", sandbox_setup=sandbox_setup)
+    store = u.recorded_store(InMemoryStore())
+    conn = sqlite3.connect(Path(home) / "langgraph.sqlite", check_same_thread=False)
+    model, label = make_model(u, which)
+    return u, build_agent(u, SqliteSaver(conn), store, model), label, conn
+
+
+def agent_factory():
+    """For ``unsee forget --agent unsee.demo:agent_factory`` (home from $UNSEE_HOME or ./.unsee)."""
+    _, agent, _, _ = open_demo(resolve_home(), os.environ.get("UNSEE_DEMO_MODEL", "scripted"))
+    return agent
+
+
+def run_demo(home: Path, session: str, jaeger_json: Path, console: Console | None = None,
+             model: str = "scripted", forget: bool = True) -> dict:
+    from unsee.plugins.replay.events import RevocationEvent
+    from unsee.report_view import render_report
+
     console = console or Console()
     home = Path(home)
     home.mkdir(parents=True, exist_ok=True)
-    u = Unsee(home=home)
-    store = u.recorded_store(InMemoryStore())
-    import sqlite3
-
-    conn = sqlite3.connect(home / "langgraph.sqlite", check_same_thread=False)
-    saver = SqliteSaver(conn)
-    agent = build_agent(u, saver, store)
+    u, agent, label, conn = open_demo(home, model)
     console.print("[bold]unsee demo[/] - customer-support agent")
-    console.print("[yellow]model: scripted policy (a deterministic stand-in, not a neural model)[/]")
-    cfg = {"configurable": {"thread_id": session}}
-    # A rerun of the demo on the same home starts a fresh thread.
-    if u.store.has_session(session):
+    console.print(f"model: {label}")
+    if u.store.has_session(session):  # a rerun on the same home starts a fresh thread
         session = f"{session}-{len(u.sessions()) + 1}"
-        cfg = {"configurable": {"thread_id": session}}
+    cfg = {"configurable": {"thread_id": session}}
     for text in TURNS:
         console.print(f"[cyan]user>[/] {text}")
         out = agent.invoke({"messages": [HumanMessage(text)]}, cfg)
         console.print(f"[green]agent>[/] {out['messages'][-1].content}")
+    console.print(f"sandbox: {u.environments.backend} backend (tools ran there; Docker when a daemon is reachable)")
     g = u.graph(session)
     hit = g.locate(SECRET)
     closure = g.taint(hit)
@@ -154,13 +200,29 @@ def run_demo(home: Path, session: str, jaeger_json: Path, console: Console | Non
     cp = g.checkpoint_before(hit.step)
     if cp is not None:
         console.print(f"  latest checkpoint at or before tau: {cp.id} ({cp.kind.value}, token offset {cp.token_offset})")
-    t = Table("seq", "step", "type", "artifact", "contains secret")
+    t = Table("seq", "step", "type", "artifact", "holds the secret")
     for a in g:
         if a.id in closure:
-            t.add_row(str(a.seq), str(a.step), a.type.value, a.id, "yes" if SECRET in (g.content(a.id) or "") else "derived")
+            t.add_row(str(a.seq), str(a.step), a.type.value, a.id,
+                      "verbatim" if SECRET in (g.content(a.id) or "") else "derived")
     console.print(t)
     n = u.export_jaeger_json(session, jaeger_json)
     console.print(f"wrote {n} spans to {jaeger_json} (Jaeger UI: Search > Upload)")
+    result = {"session": session, "tau": hit.step, "closure": len(closure), "artifacts": len(g), "spans": n}
+    if forget:
+        console.print()
+        console.print("[bold]Dana takes her card number back:[/] revoking it (strategy B7)")
+        report = u.forget(session, RevocationEvent(target=SECRET, reason="user revoked", raised_by="user"))
+        console.print(render_report(report))
+        console.print(f"[cyan]user>[/] {AFTER}")
+        out = agent.invoke({"messages": [HumanMessage(AFTER)]}, cfg)
+        answer = str(out["messages"][-1].content)
+        console.print(f"[green]agent>[/] {answer}")
+        leaked = SECRET in answer or any(SECRET in str(m.content) for m in out["messages"])
+        console.print(f"secret in the live state after forgetting: {'YES' if leaked else 'no'}")
+        payments = (u.home / "payments.log").read_text().count("refund") if (u.home / "payments.log").exists() else 0
+        console.print(f"refunds actually paid: {payments} (the replay never fires a side effect twice)")
+        result.update(report=report.model_dump(mode="json"), leaked=leaked, payments=payments)
     conn.close()
     u.close()
-    return {"session": session, "tau": hit.step, "closure": len(closure), "artifacts": len(g), "spans": n}
+    return result

@@ -248,11 +248,11 @@ def test_b7_equals_b5_with_sandbox_files(tmp_path, backend):
             pytest.skip(f"docker unavailable: {why}")
     results = {}
     for strategy in ("B7", "B5"):
-        u = Unsee(home=tmp_path / strategy, sandbox=backend)
-        env = u.environments.env("s")
-        env.write_file("tickets/T1.txt", f"ticket T1: card {SECRET}".encode())
-        env.write_file("tickets/T2.txt", b"ticket T2: blender broken")
-        u.environments._initial["s"] = u.environments.snapshot_for_thread("s")  # tickets exist from the start
+        def setup(session, env):
+            env.write_file("tickets/T1.txt", f"ticket T1: card {SECRET}".encode())
+            env.write_file("tickets/T2.txt", b"ticket T2: blender broken")
+
+        u = Unsee(home=tmp_path / strategy, sandbox=backend, sandbox_setup=setup)
         agent = _sandbox_agent(u)
         for text in ["hello", "look at T1", "save that", "look at T2", "bye"]:
             say(agent, "s", text)

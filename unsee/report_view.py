@@ -1,0 +1,60 @@
+"""Rich renderings of a forget plan and report (CLI and demo)."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.panel import Panel
+from rich.table import Table
+
+from unsee.plugins.replay.report import ForgetPlan, ForgetReport, SideEffect
+
+
+def _effects(title: str, effects: list[SideEffect]) -> Table | None:
+    if not effects:
+        return None
+    t = Table(title=title, title_justify="left")
+    for col in ("tool", "arguments", "result", "status"):
+        t.add_column(col)
+    for e in effects:
+        t.add_row(e.tool, str(e.args), (e.result or "-")[:60], e.status)
+    return t
+
+
+def render_plan(p: ForgetPlan) -> Panel:
+    t = Table.grid(padding=(0, 2))
+    t.add_row("strategy", p.strategy)
+    t.add_row("tau (entry step)", f"{p.tau} via {p.entry_type} {p.entry_artifact} ({', '.join(p.entry_sources)})")
+    t.add_row("taint closure |I(z)|", str(len(p.closure)))
+    t.add_row("checkpoint", f"{p.checkpoint_id} ({p.checkpoint_kind}, turn {p.checkpoint_turn})" if p.checkpoint_id
+              else "none: replay from an empty state")
+    t.add_row("turns to replay", ", ".join(map(str, p.turns_to_replay)))
+    t.add_row("transitions to replay", str(p.transitions_to_replay))
+    t.add_row("model turns decoded / by prefill", f"{len(p.model_turns_to_decode)} / {len(p.model_turns_to_rematerialise)}")
+    parts = [t]
+    risk = _effects("side effects that may be orphaned", p.side_effects_at_risk)
+    if risk is not None:
+        parts.append(risk)
+    return Panel(Group(*parts), title=f"forget plan for {p.session_id} (dry run: nothing changed)")
+
+
+def render_report(r: ForgetReport) -> Panel:
+    t = Table.grid(padding=(0, 2))
+    t.add_row("strategy", r.strategy)
+    t.add_row("tau / |I(z)|", f"{r.tau} / {r.closure_size}")
+    t.add_row("checkpoint", f"{r.checkpoint_id} ({r.checkpoint_kind})" if r.checkpoint_id else "none")
+    t.add_row("transitions replayed", str(r.transitions_replayed))
+    t.add_row("model turns decoded / re-materialised", f"{r.model_turns_decoded} / {r.model_turns_rematerialised}")
+    t.add_row("tool calls from record / executed", f"{r.tool_calls_from_record} / {r.tool_calls_executed}")
+    t.add_row("tokens prefilled / decoded / reused", f"{r.tokens_prefilled} / {r.tokens_decoded} / {r.tokens_reused}")
+    t.add_row("wall time", f"{r.wall_time_s:.2f} s")
+    t.add_row("committed", "yes" if r.committed else "no")
+    for n in r.notes:
+        t.add_row("note", n)
+    parts = [t]
+    for title, effects in (("orphaned side effects (fired in the original world only)", r.orphaned_side_effects),
+                           ("deferred side effects (wanted by the counterfactual, not executed)",
+                            r.deferred_side_effects)):
+        tab = _effects(title, effects)
+        if tab is not None:
+            parts.append(tab)
+    return Panel(Group(*parts), title=f"forget report for {r.session_id}")
