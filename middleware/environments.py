@@ -2,6 +2,9 @@
 
 The recorder asks ``snapshot_for_thread`` at session start, turn boundaries
 and before consequential tool calls; the snapshot id lands on the checkpoint.
+With a ``registry`` file, snapshot ids and each session's latest state
+outlive the process (environments are opened so that their snapshots are
+kept): a later process, e.g. ``unsee forget --agent ...``, can restore them.
 Sandboxed tools find their environment with ``current()``: the session's own,
 or during a replay the restored shadow the replay runs against. A committed
 replay makes that shadow the session's environment; an aborted one throws it
@@ -11,9 +14,12 @@ snapshot id stays restorable.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 from unsee.sandbox.base import Environment, SnapshotId
 
@@ -28,15 +34,42 @@ def snapshot_key(s: SnapshotId) -> str:
 
 class SessionEnvironments:
     def __init__(self, factory: Callable[[], Environment],
-                 setup: Callable[[str, Environment], None] | None = None):
+                 setup: Callable[[str, Environment], None] | None = None,
+                 registry: Path | None = None):
         self.factory = factory
         self.setup = setup
+        self.registry = Path(registry) if registry else None
         self._envs: dict[str, Environment] = {}
         self._initial: dict[str, str] = {}
         self._snaps: dict[str, SnapshotId] = {}
         self._replays: dict[str, tuple[str, Environment]] = {}  # scratch thread -> (session, shadow)
         self._retired: list[Environment] = []
         self._lock = threading.RLock()
+        self._latest: dict[str, str] = {}
+        self._load()
+
+    # -- persistence -------------------------------------------------------
+    def _load(self) -> None:
+        if self.registry is None or not self.registry.exists():
+            return
+        data = json.loads(self.registry.read_text())
+        for key, (backend, env_id, seq, ref) in data.get("snapshots", {}).items():
+            self._snaps[key] = SnapshotId(backend, env_id, seq, ref)
+        self._initial.update(data.get("initial", {}))
+        self._latest.update(data.get("latest", {}))
+
+    def _save(self) -> None:
+        if self.registry is None:
+            return
+        data = {
+            "snapshots": {k: [s.backend, s.env_id, s.seq, s.ref] for k, s in self._snaps.items()},
+            "initial": self._initial,
+            "latest": self._latest,
+        }
+        self.registry.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.registry.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, self.registry)
 
     @property
     def backend(self) -> str:
@@ -50,10 +83,14 @@ class SessionEnvironments:
             env = self._envs.get(session)
             if env is None:
                 env = self.factory()
-                if self.setup is not None:
-                    self.setup(session, env)  # e.g. the files a session starts with
+                latest = self._snaps.get(self._latest.get(session, ""))
+                if latest is not None:
+                    env.restore(latest)  # continue where an earlier process left the session
+                else:
+                    if self.setup is not None:
+                        self.setup(session, env)  # e.g. the files a session starts with
+                    self._initial[session] = self._remember(env.snapshot(), session)
                 self._envs[session] = env
-                self._initial[session] = self._remember(env.snapshot())
             return env
 
     def current(self) -> Environment:
@@ -64,9 +101,12 @@ class SessionEnvironments:
                 return self._replays[thread][1]
         return self.env(logical_session())
 
-    def _remember(self, snap: SnapshotId) -> str:
+    def _remember(self, snap: SnapshotId, session: str | None = None) -> str:
         key = snapshot_key(snap)
         self._snaps[key] = snap
+        if session is not None:
+            self._latest[session] = key
+        self._save()
         return key
 
     def snapshot_for_thread(self, thread: str) -> str | None:
@@ -74,7 +114,7 @@ class SessionEnvironments:
         with self._lock:
             if thread in self._replays:
                 return self._remember(self._replays[thread][1].snapshot())
-            return self._remember(self.env(thread).snapshot())
+            return self._remember(self.env(thread).snapshot(), thread)
 
     def initial_snapshot(self, session: str) -> str:
         self.env(session)
@@ -108,11 +148,17 @@ class SessionEnvironments:
                 if old is not None:
                     self._retired.append(old)  # its snapshots stay restorable
                 self._envs[session] = shadow
+                self._remember(shadow.snapshot(), session)
             else:
                 shadow.close()
 
     def close(self) -> None:
         with self._lock:
+            for session, env in list(self._envs.items()):
+                try:  # the state a later process continues from
+                    self._remember(env.snapshot(), session)
+                except Exception:
+                    log.debug("final snapshot of %s failed", session, exc_info=True)
             for env in [*self._envs.values(), *(s for _, s in self._replays.values()), *self._retired]:
                 try:
                     env.close()

@@ -117,7 +117,7 @@ def open_environment(backend: str = "auto", **opts: Any) -> Environment:
 
 
 _LOCAL_ONLY = {"root", "keep"}
-_DOCKER_ONLY = {"image", "client", "user", "mem_limit", "pids_limit", "nano_cpus", "flatten_every"}
+_DOCKER_ONLY = {"image", "client", "user", "mem_limit", "pids_limit", "nano_cpus", "flatten_every", "keep_snapshots"}
 
 
 def _opts_for(backend: str, opts: dict[str, Any]) -> dict[str, Any]:

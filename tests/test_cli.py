@@ -27,7 +27,8 @@ def demo(tmp_path_factory):
     base = tmp_path_factory.mktemp("cli")
     home = base / "home"
     jaeger = base / "t.json"
-    result = run_demo(home=home, session="demo", jaeger_json=jaeger, console=Console(file=io.StringIO()))
+    result = run_demo(home=home, session="demo", jaeger_json=jaeger, console=Console(file=io.StringIO()),
+                      forget=False)
     return {"home": home, "jaeger": jaeger, "result": result, "session": result["session"]}
 
 
@@ -58,8 +59,8 @@ def test_run_demo_result(demo):
 
 def test_run_demo_again_on_same_home_uses_a_fresh_session(tmp_path):
     quiet = Console(file=io.StringIO())
-    first = run_demo(home=tmp_path / "h", session="s", jaeger_json=tmp_path / "a.json", console=quiet)
-    second = run_demo(home=tmp_path / "h", session="s", jaeger_json=tmp_path / "b.json", console=quiet)
+    first = run_demo(home=tmp_path / "h", session="s", jaeger_json=tmp_path / "a.json", console=quiet, forget=False)
+    second = run_demo(home=tmp_path / "h", session="s", jaeger_json=tmp_path / "b.json", console=quiet, forget=False)
     assert first["session"] == "s"
     assert second["session"] != "s"
     assert second["tau"] == first["tau"] and second["closure"] == first["closure"]
@@ -268,3 +269,45 @@ def test_script_never_prints_a_traceback(demo, argv, code):
     assert proc.stderr.startswith("error: ")
     assert len(proc.stderr.strip().splitlines()) == 1
     assert proc.returncode == code, proc.stderr
+
+
+# -- forget ------------------------------------------------------------------------------
+def test_full_demo_forgets_and_continues(tmp_path):
+    r = run_demo(home=tmp_path / "full", session="d", jaeger_json=tmp_path / "f.json",
+                 console=Console(file=io.StringIO()))
+    assert r["report"]["committed"] and r["report"]["strategy"] == "B7"
+    assert r["report"]["model_turns_rematerialised"] + r["report"]["model_turns_decoded"] >= 1
+    assert r["leaked"] is False
+    assert r["payments"] == 1  # the refund fired once, not again during the replay
+
+
+def test_forget_cli_dry_run_and_apply(tmp_path, capsys, monkeypatch):
+    home = tmp_path / "fh"
+    run_demo(home=home, session="d", jaeger_json=tmp_path / "g.json", console=Console(file=io.StringIO()),
+             forget=False)
+    code, out, err = run(capsys, "--home", home, "forget", "d", "--target", SECRET, "--dry-run", "--json")
+    assert code == 0, err
+    plan = json.loads(out)
+    assert plan["tau"] >= 1 and plan["entry_type"] == "tool_return" and plan["closure"]
+    code, out, err = run(capsys, "--home", home, "forget", "d", "--target", SECRET)
+    assert code == 1 and "--agent" in err  # a replay needs the agent in this process
+    assert_one_line_error(err)
+    monkeypatch.setenv("UNSEE_HOME", str(home))
+    code, out, err = run(capsys, "forget", "d", "--target", SECRET, "--agent", "unsee.demo:agent_factory", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["committed"] and report["strategy"] == "B7"
+    code, out, err = run(capsys, "--home", home, "graph", "d", "--target", SECRET)
+    assert code == 1 and "not found" in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["forget", "d", "--target", "x", "--strategy", "B42"],
+    ["forget", "d", "--target", "   "],
+    ["forget", "d"],
+    ["forget", "d", "--target", "x", "--agent", "nocolon"],
+])
+def test_forget_cli_bad_arguments(demo, capsys, argv):
+    code, out, err = run(capsys, "--home", demo["home"], *argv)
+    assert code == 2
+    assert_one_line_error(err)

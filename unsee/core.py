@@ -83,8 +83,9 @@ class Unsee:
         #: ("auto" = Docker when a daemon and the image are there, else local)
         self.environments: SessionEnvironments | None = None
         if sandbox is not None:
-            factory = sandbox if callable(sandbox) else (lambda name=sandbox: open_environment(name))
-            self.environments = SessionEnvironments(factory, sandbox_setup)
+            factory = sandbox if callable(sandbox) else self._sandbox_factory(sandbox)
+            self.environments = SessionEnvironments(factory, sandbox_setup,
+                                                    registry=self.home / "sandboxes" / "registry.json")
             if env_snapshotter is None:
                 env_snapshotter = self.environments.snapshot_for_thread
         self._ledger: Ledger | None = None
@@ -101,6 +102,18 @@ class Unsee:
         #: the local chat model, when one was made by ``chat_model()`` (its caches are cropped on forget)
         self.local_model: Any = None
         atexit.register(self.close)
+
+    def _sandbox_factory(self, name: str) -> Callable[[], Any]:
+        """Environments whose snapshots outlive this process (kept roots/images under the home)."""
+        import uuid
+
+        def make():
+            root = self.home / "sandboxes" / uuid.uuid4().hex[:12]
+            opts = {"local": {"root": root, "keep": True}, "docker": {"keep_snapshots": True}}.get(
+                name, {"root": root, "keep": True, "keep_snapshots": True})  # auto drops what does not apply
+            return open_environment(name, **opts)
+
+        return make
 
     def _counter_for(self, model: object | None) -> TokenCounter:
         if self._tokenizer is not None:

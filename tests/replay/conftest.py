@@ -1,0 +1,44 @@
+"""Fixtures of the replay-runtime tests.
+
+The CPU model is loaded once per test session. Its converted folder lives in a
+temporary unsee home created for the session, or in ``$UNSEE_MODEL_CACHE``
+when set (to share one conversion across runs: the first conversion takes
+~30–40 s on 2 cores, later loads ~3 s).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def model_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    env = os.environ.get("UNSEE_MODEL_CACHE")
+    if env:
+        path = Path(env).expanduser()
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    return tmp_path_factory.mktemp("unsee-home")
+
+
+@pytest.fixture(scope="session")
+def cpu_runtime(model_home: Path):
+    from unsee.plugins.replay import load_runtime
+
+    return load_runtime("cpu", model_home)
+
+
+@pytest.fixture()
+def runtime(cpu_runtime):
+    """A fresh cache on the shared CPU weights."""
+    return cpu_runtime.spawn()
+
+
+@pytest.fixture()
+def chat_model(cpu_runtime):
+    from unsee.plugins.replay import LocalChatModel
+
+    return LocalChatModel(runtime=cpu_runtime, max_tokens=24)
