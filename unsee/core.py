@@ -64,6 +64,7 @@ class Unsee:
         env_snapshotter: EnvSnapshotter | None = None,
         sandbox: str | Callable[[], Any] | None = None,
         sandbox_setup: Callable[[str, Any], None] | None = None,
+        model: str | os.PathLike = "cpu",
         service_name: str = "unsee",
     ):
         self.home = resolve_home(home)
@@ -79,6 +80,7 @@ class Unsee:
             tracer_provider.add_span_processor(p)
         self.tracer_provider = tracer_provider
         self._tokenizer = tokenizer
+        self.model_spec = model
         #: one sandbox environment per session when ``sandbox`` is given
         #: ("auto" = Docker when a daemon and the image are there, else local)
         self.environments: SessionEnvironments | None = None
@@ -204,6 +206,19 @@ class Unsee:
         self.flush()
         self.store.require(thread_id)
         return write_jaeger_json(self.store.spans(thread_id), Path(path))
+
+    # -- the local model ----------------------------------------------------
+    def chat_model(self, **fields: Any):
+        """A LangChain chat model on the local runtime (``Unsee(model="cpu"|"exllamav2"|path)``).
+
+        Its KV cache persists per session and is cropped at checkpoints on
+        forget; token spans are counted with its tokenizer. One per Unsee.
+        """
+        if self.local_model is None:
+            from unsee.plugins.replay.chat_model import LocalChatModel
+
+            self.local_model = LocalChatModel.from_spec(self.model_spec, self.home, **fields)
+        return self.local_model
 
     # -- forgetting -------------------------------------------------------
     def forget(self, thread_id: str, event, strategy: str = "B7", *, agent=None, dry_run: bool = False,

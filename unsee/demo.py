@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import SummarizationMiddleware
+from langchain.agents.middleware import AgentMiddleware, SummarizationMiddleware
 from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
@@ -127,6 +127,42 @@ def support_policy(messages: Sequence[BaseMessage], tool_names: Sequence[str]) -
     return AIMessage(content="Summary of your case: " + (" ".join(history[-2:]) or "nothing yet."))
 
 
+def intended_tool(text: str) -> str | None:
+    """Which tool a support request calls for (keyword routing, as a help desk's triage would)."""
+    lowered = text.lower()
+    if re.search(r"T-\d+", text):
+        return "lookup_ticket"
+    if "entitled" in lowered:
+        return "check_entitlement"
+    if "refund" in lowered:
+        return "issue_refund"
+    if "case note" in lowered:
+        return "save_case_note"
+    if "remember" in lowered:
+        return "remember"
+    return None
+
+
+class ToolRouting(AgentMiddleware):
+    """Steers a small local model: after a user request that calls for a tool,
+    the model must call that tool (it still writes the arguments, under the
+    tool's JSON schema); after a tool result, it must answer in text."""
+
+    def _route(self, request):
+        last = request.messages[-1] if request.messages else None
+        if isinstance(last, ToolMessage):
+            return request.override(tool_choice="none")
+        if isinstance(last, HumanMessage) and (name := intended_tool(str(last.content))):
+            return request.override(tool_choice=name)
+        return request.override(tool_choice="none")
+
+    def wrap_model_call(self, request, handler):
+        return handler(self._route(request))
+
+    async def awrap_model_call(self, request, handler):
+        return await handler(self._route(request))
+
+
 def extractive_summary(messages: Sequence[BaseMessage]) -> str:
     """The summarizer: keeps the gist of every message (so taint flows into the summary)."""
     return " | ".join(str(m.content)[:160] for m in messages if m.content)
@@ -135,15 +171,18 @@ def extractive_summary(messages: Sequence[BaseMessage]) -> str:
 def make_model(u: Unsee, which: str):
     if which == "scripted":
         return ScriptedChatModel(policy=support_policy), "scripted policy (deterministic stand-in, not a neural model)"
-    return u.chat_model(), f"local model {u.local_model.model_name} on {u.local_model.backend_name}"
+    model = u.chat_model(max_tokens=48)
+    return model, f"local model {model.model_name} ({model._llm_type}, KV cache per session)"
 
 
 def build_agent(u: Unsee, checkpointer, store, model):
+    routing = [] if isinstance(model, ScriptedChatModel) else [ToolRouting()]
     return create_agent(
         model,
         build_tools(u),
         system_prompt=SYSTEM_PROMPT,
         middleware=[
+            *routing,
             u.middleware(),
             u.memory_middleware(store, ("memories", USER)),
             SummarizationMiddleware(model, trigger=("messages", 14), keep=("messages", 6),
