@@ -115,7 +115,8 @@ def export_cmd(
 def demo_cmd(
     jaeger_json: Path = typer.Option(Path("unsee-demo-trace.json"), "--jaeger-json", help="where to write the trace"),
     session: str = typer.Option("demo", "--session", help="thread id of the demo session"),
-    model: str = typer.Option("scripted", "--model", help="local (the CPU model) or scripted"),
+    model: str = typer.Option("local", "--model",
+                              help="local (the CPU model, the default) or scripted (a fast deterministic stand-in)"),
     no_forget: bool = typer.Option(False, "--no-forget", help="stop after showing the provenance"),
 ) -> None:
     """Run the customer-support demo agent, show the provenance of its secret, then forget it."""
