@@ -120,6 +120,7 @@ class Unsee:
     def _counter_for(self, model: object | None) -> TokenCounter:
         if self._tokenizer is not None:
             return self._tokenizer
+        model = model if model is not None else self.local_model  # the local model's own tokenizer
         if model is not None:
             return counter_for_model(model)
         return tiktoken_counter()

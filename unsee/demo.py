@@ -171,7 +171,7 @@ def extractive_summary(messages: Sequence[BaseMessage]) -> str:
 def make_model(u: Unsee, which: str):
     if which == "scripted":
         return ScriptedChatModel(policy=support_policy), "scripted policy (deterministic stand-in, not a neural model)"
-    model = u.chat_model(max_tokens=48)
+    model = u.chat_model(max_tokens=64)
     return model, f"local model {model.model_name} ({model._llm_type}, KV cache per session)"
 
 

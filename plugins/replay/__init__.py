@@ -1,0 +1,40 @@
+"""Replay plugin: the local-model runtime (KV cache with ``crop(offset)``).
+
+Public API (imported lazily so ``import unsee.plugins.replay`` stays cheap and
+never touches torch or CUDA):
+
+- :func:`load_runtime` (``.loader``) — ``"cpu" | "exllamav2" | "auto" | <folder>``
+- :class:`LocalRuntime`, :class:`SamplingParams`, :class:`DecodeResult` (``.runtime``)
+- :class:`LocalChatModel` (``.chat_model``) — LangChain chat model with per-session caches
+- :func:`seed_for` (``.sampling``), :func:`ensure_converted` (``.convert``)
+- errors in ``.errors``
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "load_runtime": ".loader",
+    "LocalRuntime": ".runtime",
+    "SamplingParams": ".runtime",
+    "DecodeResult": ".runtime",
+    "RuntimeCounters": ".runtime",
+    "GREEDY": ".runtime",
+    "LocalChatModel": ".chat_model",
+    "tool_call_id": ".chat_model",
+    "SessionPool": ".sessions",
+    "seed_for": ".sampling",
+    "ensure_converted": ".convert",
+    "default_home": ".convert",
+    "model_dir": ".convert",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,339 @@
+"""``LocalChatModel``: a LangChain chat model on a local runtime with per-session caches.
+
+Usable as the ``model`` of ``langchain.agents.create_agent``. Each call:
+
+1. resolves the session (LangGraph ``thread_id``) and the step;
+2. templates the full prompt (tools described in the system message);
+3. reuses the longest common token prefix with that session's cache, crops the
+   rest and prefills only the new tokens;
+4. decodes (greedy by default; ``temperature > 0`` samples with a generator
+   seeded from ``(session, step)``), constrained by an xgrammar tool-call
+   grammar when tools are bound;
+5. returns an ``AIMessage`` whose ``response_metadata["unsee"]`` carries the
+   cache handle and token offsets the recording middleware stores.
+
+Session: ``session=`` kwarg > the model's ``session`` field > the run config's
+``configurable["unsee_session"]`` or ``["thread_id"]`` (the config passed to
+``invoke``, else ``langgraph.config.get_config()`` inside a graph) > "default".
+Step: ``unsee_step=`` kwarg > ``configurable["unsee_step"]`` > the number of
+messages in the prompt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForLLMRun,
+    CallbackManagerForLLMRun,
+)
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import ConfigDict, Field, PrivateAttr
+
+from .errors import ToolCallParseError
+from .grammar import (
+    GrammarCache,
+    ToolSpec,
+    is_tool_call_text,
+    normalize_tool_choice,
+    parse_tool_calls,
+)
+from .prompting import to_chat_messages
+from .runtime import LocalRuntime, SamplingParams
+from .sampling import seed_for
+from .sessions import SessionPool
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SESSION = "default"
+_RESERVED = ("session", "unsee_step", "tools", "tool_choice")
+
+
+def tool_call_id(session: str, step: int | str, index: int) -> str:
+    """Deterministic tool-call id for (session, step, index)."""
+    digest = hashlib.sha256(f"unsee-call\x00{session}\x00{step}\x00{index}".encode()).hexdigest()
+    return f"call_{digest[:24]}"
+
+
+def _configurable_from_context() -> Mapping[str, Any]:
+    try:
+        from langgraph.config import get_config
+
+        return get_config().get("configurable") or {}
+    except Exception:  # outside a runnable context
+        return {}
+
+
+class LocalChatModel(BaseChatModel):
+    """A chat model backed by a :class:`~.runtime.LocalRuntime`."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    runtime: Any = Field(exclude=True)
+    """The :class:`LocalRuntime` (weights + tokenizer); sessions spawn from it."""
+    session: str | None = None
+    """Explicit session override (else the LangGraph thread id)."""
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    max_tokens: int = 256
+    stop: list[str] | None = None
+    token_budget: int | None = None
+    """Total cached tokens over all sessions before idle ones are evicted (LRU)."""
+    model_name: str = "smollm2-135m-instruct"
+
+    _pool: SessionPool = PrivateAttr()
+    _grammars: GrammarCache | None = PrivateAttr(default=None)
+
+    def model_post_init(self, __context: Any) -> None:
+        super().model_post_init(__context)
+        self._pool = SessionPool(self.runtime, self.token_budget)
+
+    @classmethod
+    def from_spec(
+        cls, spec: str | Path = "cpu", home: Path | str | None = None, **fields: Any
+    ) -> "LocalChatModel":
+        """Load a runtime with :func:`~.loader.load_runtime` and wrap it."""
+        from .loader import load_runtime
+
+        return cls(runtime=load_runtime(spec, home), **fields)
+
+    # -- LangChain plumbing ------------------------------------------------------
+    @property
+    def _llm_type(self) -> str:
+        return f"unsee-local-{getattr(self.runtime, 'backend', 'unknown')}"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {
+            "model_name": self.model_name,
+            "backend": getattr(self.runtime, "backend", None),
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "top_k": self.top_k,
+            "max_tokens": self.max_tokens,
+        }
+
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | Any],
+        *,
+        tool_choice: Any = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        """Bind tools: calls through the returned runnable decode under the
+        tool-call grammar. ``tool_choice``: None/"auto" (model chooses text or a
+        call), "any"/"required"/True (must call one), a tool name (must call it),
+        "none" (text only)."""
+        formatted = [convert_to_openai_tool(t) for t in tools]
+        specs = [ToolSpec.from_openai(t) for t in formatted]
+        if tool_choice is not None:
+            normalize_tool_choice(tool_choice, specs)  # validate early
+            kwargs["tool_choice"] = tool_choice
+        return self.bind(tools=formatted, **kwargs)
+
+    def invoke(self, input: LanguageModelInput, config: RunnableConfig | None = None, *,
+               stop: list[str] | None = None, **kwargs: Any) -> AIMessage:
+        return super().invoke(input, config, stop=stop, **self._from_config(config, kwargs))
+
+    async def ainvoke(self, input: LanguageModelInput, config: RunnableConfig | None = None, *,
+                      stop: list[str] | None = None, **kwargs: Any) -> AIMessage:
+        return await super().ainvoke(input, config, stop=stop, **self._from_config(config, kwargs))
+
+    @staticmethod
+    def _from_config(config: RunnableConfig | None, kwargs: dict[str, Any]) -> dict[str, Any]:
+        conf = (config or {}).get("configurable") or {}
+        sess = conf.get("unsee_session") or conf.get("thread_id")
+        if sess is not None:
+            kwargs.setdefault("_config_session", str(sess))
+        if conf.get("unsee_step") is not None:
+            kwargs.setdefault("unsee_step", conf["unsee_step"])
+        return kwargs
+
+    # -- sessions ----------------------------------------------------------------
+    @property
+    def pool(self) -> SessionPool:
+        return self._pool
+
+    def resolve_session(self, explicit: str | None = None, config_session: str | None = None) -> str:
+        if explicit:
+            return str(explicit)
+        if self.session:
+            return self.session
+        if config_session:
+            return config_session
+        conf = _configurable_from_context()
+        sess = conf.get("unsee_session") or conf.get("thread_id")
+        return str(sess) if sess is not None else DEFAULT_SESSION
+
+    @staticmethod
+    def resolve_step(messages: Sequence[BaseMessage], explicit: Any = None) -> int | str:
+        if explicit is not None:
+            return explicit
+        conf = _configurable_from_context()
+        if conf.get("unsee_step") is not None:
+            return conf["unsee_step"]
+        return len(messages)
+
+    def session_counters(self, session: str = DEFAULT_SESSION) -> dict[str, int]:
+        """prefilled / decoded / reused / cropped tokens, cache length, evictions."""
+        return self._pool.counters(session)
+
+    def restore(self, session: str, offset: int) -> int:
+        """Restore a checkpoint: crop ``session``'s cache to ``offset``."""
+        return self._pool.restore(session, offset)
+
+    def evict(self, session: str) -> None:
+        self._pool.evict(session)
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` under the model's tokenizer."""
+        return len(self.runtime.tokenize(text))
+
+    def get_token_ids(self, text: str) -> list[int]:
+        return self.runtime.tokenize(text)
+
+    def get_num_tokens(self, text: str) -> int:
+        return self.count_tokens(text)
+
+    def get_num_tokens_from_messages(self, messages: list[BaseMessage], tools: Sequence | None = None) -> int:
+        specs = [ToolSpec.from_openai(convert_to_openai_tool(t)) for t in tools or []]
+        return len(self.runtime.apply_chat_template(to_chat_messages(messages, specs)))
+
+    def prompt_tokens(self, messages: Sequence[BaseMessage], tools: Sequence[Any] | None = None) -> list[int]:
+        """The exact token ids a call with ``messages`` (and tools) would prefill."""
+        specs = [ToolSpec.from_openai(convert_to_openai_tool(t)) for t in tools or []]
+        return self.runtime.apply_chat_template(to_chat_messages(messages, specs))
+
+    def _grammar_cache(self) -> GrammarCache:
+        if self._grammars is None:
+            rt = self.runtime
+            vocab = getattr(getattr(getattr(rt, "model", None), "config", None), "vocab_size", None)
+            self._grammars = GrammarCache(
+                rt.tokenizer, int(vocab or len(rt.tokenizer)), rt.eos_token_ids
+            )
+        return self._grammars
+
+    # -- generation --------------------------------------------------------------
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        session = self.resolve_session(kwargs.pop("session", None), kwargs.pop("_config_session", None))
+        step = self.resolve_step(messages, kwargs.pop("unsee_step", None))
+        return self._run(messages, stop, session, step, **kwargs)
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        # Resolve context-dependent values here, then run the sync path in a
+        # worker thread (the model is compute-bound; the loop stays free).
+        session = self.resolve_session(kwargs.pop("session", None), kwargs.pop("_config_session", None))
+        step = self.resolve_step(messages, kwargs.pop("unsee_step", None))
+        return await asyncio.to_thread(self._run, messages, stop, session, step, **kwargs)
+
+    def _run(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None,
+        session: str,
+        step: int | str,
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        tool_choice: Any = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        **_: Any,
+    ) -> ChatResult:
+        specs = [ToolSpec.from_openai(t) for t in tools or []]
+        choice = normalize_tool_choice(tool_choice, specs) if specs else "none"
+        temp = self.temperature if temperature is None else float(temperature)
+        sampling = SamplingParams(temperature=temp, top_p=self.top_p, top_k=self.top_k)
+        seed = seed_for(session, step)
+        stops = list(stop or self.stop or [])
+        prompt = self.runtime.apply_chat_template(to_chat_messages(messages, specs))
+        processor = self._grammar_cache().processor(specs, choice) if specs else None
+        with self._pool.use(session) as rt:
+            reused = rt.sync(prompt)
+            result = rt.decode(
+                int(max_tokens or self.max_tokens),
+                sampling=sampling,
+                seed=seed,
+                stop=stops if processor is None else (),
+                logits_processor=processor,
+            )
+        prefilled = len(prompt) - reused
+        message = self._to_message(result.text, specs if choice != "none" else [], session, step)
+        unsee = {
+            "cache_handle": f"{session}@{result.offset_end}",
+            "session": session,
+            "step": step,
+            "seed": seed,
+            "sampled": not sampling.greedy,
+            "prompt_tokens": len(prompt),
+            "offset_start": result.offset_start,
+            "offset_end": result.offset_end,
+            "reused_tokens": reused,
+            "prefilled_tokens": prefilled,
+            "decoded_tokens": len(result.tokens),
+            "backend": getattr(self.runtime, "backend", None),
+            "tool_choice": choice,
+        }
+        message.response_metadata = {
+            "model_name": self.model_name,
+            "model_provider": "unsee-local",
+            "finish_reason": result.finish_reason,
+            "unsee": unsee,
+        }
+        message.usage_metadata = {
+            "input_tokens": len(prompt),
+            "output_tokens": len(result.tokens),
+            "total_tokens": len(prompt) + len(result.tokens),
+            "input_token_details": {"cache_read": reused},
+        }
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    @staticmethod
+    def _to_message(text: str, specs: Sequence[ToolSpec], session: str, step: int | str) -> AIMessage:
+        if not specs or not is_tool_call_text(text):
+            return AIMessage(content=text)
+        try:
+            calls = parse_tool_calls(text, specs)
+        except ToolCallParseError as exc:
+            return AIMessage(
+                content=text,
+                invalid_tool_calls=[{
+                    "type": "invalid_tool_call",
+                    "name": None,
+                    "args": text,
+                    "id": tool_call_id(session, step, 0),
+                    "error": exc.reason,
+                }],
+            )
+        return AIMessage(
+            content="",
+            tool_calls=[
+                {"type": "tool_call", "name": c.name, "args": c.arguments,
+                 "id": tool_call_id(session, step, i)}
+                for i, c in enumerate(calls)
+            ],
+        )
+
+
+__all__ = ["DEFAULT_SESSION", "LocalChatModel", "tool_call_id"]

@@ -1,0 +1,129 @@
+"""GPU backend: ExLlamaV2 (``exllamav2==0.3.2``) on CUDA.
+
+Loads the same converted fp16 safetensors folder as the CPU backend (the
+conversion writes the top-level ``rope_theta`` exllamav2 reads; without it
+exllamav2 silently uses 10000 instead of SmolLM2's 100000). The cache is an
+``ExLlamaV2Cache``; cropping sets ``cache.current_seq_len`` (O(1), nothing is
+copied or zeroed: positions past the length are overwritten by later writes).
+
+``exllamav2`` compiles its CUDA extension on first import and fails without
+CUDA, so it is imported only inside :class:`ExLlamaRuntime`'s constructor:
+CPU machines never touch CUDA code. Tokenization and chat templating use the
+Hugging Face tokenizer of the folder, so prompts are token-identical to the
+CPU backend's; sampling and grammar masks are the shared torch code.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .errors import BackendUnavailableError, ModelNotFoundError
+from .runtime import LocalRuntime
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = "exllamav2==0.3.2 (pip install 'unsee[gpu]') on a machine with an NVIDIA GPU and CUDA"
+
+
+class _Shared:
+    def __init__(self, folder: Path, max_seq_len: int | None) -> None:
+        try:
+            import torch
+        except ImportError as exc:
+            raise BackendUnavailableError("exllamav2", INSTALL_HINT, str(exc)) from exc
+        if not torch.cuda.is_available():
+            raise BackendUnavailableError("exllamav2", INSTALL_HINT, "CUDA is not available")
+        try:
+            from exllamav2 import ExLlamaV2, ExLlamaV2Config
+        except Exception as exc:  # ImportError, or the extension build failing
+            raise BackendUnavailableError("exllamav2", INSTALL_HINT, str(exc)) from exc
+        from transformers import AutoTokenizer
+
+        cfg_path = folder / "config.json"
+        if not cfg_path.is_file():
+            raise ModelNotFoundError(f"{folder} is not a model folder (no config.json)")
+        if "rope_theta" not in json.loads(cfg_path.read_text()):
+            raise ModelNotFoundError(
+                f"{cfg_path} lacks a top-level rope_theta; reconvert with unsee "
+                "(exllamav2 would silently use 10000)"
+            )
+        t0 = time.perf_counter()
+        config = ExLlamaV2Config(str(folder))
+        if max_seq_len:
+            config.max_seq_len = int(max_seq_len)
+        self.config = config
+        self.model = ExLlamaV2(config)
+        self.model.load()
+        self.tokenizer = AutoTokenizer.from_pretrained(str(folder))
+        self.folder = folder
+        self.max_context = int(config.max_seq_len)
+        self.lock = threading.RLock()
+        self.load_seconds = time.perf_counter() - t0
+        log.info("exllamav2 loaded %s in %.1f s", folder, self.load_seconds)
+
+
+class ExLlamaRuntime(LocalRuntime):
+    """An ExLlamaV2 model on CUDA with one persistent ``ExLlamaV2Cache``."""
+
+    backend = "exllamav2"
+
+    def __init__(
+        self, folder: Path | str | None = None, *, max_seq_len: int | None = None,
+        _shared: _Shared | None = None,
+    ) -> None:
+        super().__init__()
+        if _shared is None:
+            if folder is None:
+                raise ValueError("ExLlamaRuntime needs a model folder")
+            _shared = _Shared(Path(folder), max_seq_len)
+        self._shared = _shared
+        self._cache: Any = None
+
+    @property
+    def tokenizer(self) -> Any:
+        return self._shared.tokenizer
+
+    @property
+    def max_context(self) -> int:
+        return self._shared.max_context
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self._shared.lock
+
+    def spawn(self) -> "ExLlamaRuntime":
+        return ExLlamaRuntime(_shared=self._shared)
+
+    def _ensure_cache(self) -> Any:
+        if self._cache is None:
+            from exllamav2 import ExLlamaV2Cache
+
+            self._cache = ExLlamaV2Cache(
+                self._shared.model, batch_size=1, max_seq_len=self.max_context
+            )
+        return self._cache
+
+    def _forward(self, tokens: list[int], want_logits: bool) -> Any:
+        import torch
+
+        cache = self._ensure_cache()
+        with self.lock, torch.inference_mode():
+            ids = torch.tensor([tokens], dtype=torch.long)
+            logits = self._shared.model.forward(ids, cache, last_id_only=True)
+            return logits[0, -1].float()
+
+    def _crop_cache(self, n_tokens: int) -> None:
+        if self._cache is not None:
+            self._cache.current_seq_len = n_tokens
+
+    def _release_cache(self) -> None:
+        self._cache = None
+        self._last_logits = None
+
+
+__all__ = ["ExLlamaRuntime"]

@@ -1,0 +1,379 @@
+"""The local-model runtime interface: a causal LM with one persistent KV cache.
+
+A runtime owns one token sequence and its KV cache. Callers extend it with
+:meth:`LocalRuntime.prefill`, generate with :meth:`LocalRuntime.decode`, and go
+back to any earlier offset with :meth:`LocalRuntime.crop` (O(1): restoring a
+checkpoint is cropping, never a tensor copy). :meth:`LocalRuntime.spawn` gives
+a sibling runtime that shares the weights and tokenizer but has its own, empty
+cache — one per agent session.
+
+Backends: :mod:`.cpu_backend` (transformers + torch, embedded default) and
+:mod:`.exllama_backend` (ExLlamaV2 on CUDA). Both share the sampling and
+grammar code (:mod:`.sampling`, :mod:`.grammar`), which works on a torch logits
+row, so a replay decodes the same way on either backend (each backend is only
+ever compared with itself: kernels differ).
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+
+from .errors import CacheRangeError
+
+
+@runtime_checkable
+class LogitsProcessor(Protocol):
+    """A per-step hook on the logits of the next token (grammar, bias, ...).
+
+    ``reset()`` is called once before decoding starts; ``__call__`` receives
+    the tokens generated so far in this decode call and a 1-D float logits row
+    it may modify in place (or return a replacement); ``accept(token)`` is
+    told which token was chosen; ``is_terminated()`` ends decoding early (e.g.
+    the grammar is complete).
+    """
+
+    def reset(self) -> None: ...
+
+    def __call__(self, generated: Sequence[int], logits: Any) -> Any: ...
+
+    def accept(self, token: int) -> None: ...
+
+    def is_terminated(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to pick the next token. ``temperature == 0`` is greedy (argmax)."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+
+GREEDY = SamplingParams()
+
+
+@dataclass(frozen=True)
+class DecodeResult:
+    """What one :meth:`LocalRuntime.decode` call produced."""
+
+    tokens: tuple[int, ...]
+    text: str
+    #: "stop" (stop token or stop string), "length" (max_new_tokens),
+    #: "grammar" (the logits processor terminated).
+    finish_reason: str
+    #: Cache offsets: the sequence length before and after this call.
+    offset_start: int
+    offset_end: int
+    seed: int | None = None
+
+
+@dataclass
+class RuntimeCounters:
+    """Token accounting of one runtime (one session's cache).
+
+    ``prefilled``: tokens run through the model in prefill; ``decoded``: tokens
+    generated; ``reused``: prompt tokens served from the cache instead of being
+    prefilled (maintained by callers that compute a common prefix, such as the
+    chat model); ``cropped``: tokens dropped by :meth:`LocalRuntime.crop`.
+    """
+
+    prefilled: int = 0
+    decoded: int = 0
+    reused: int = 0
+    cropped: int = 0
+    crops: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "prefilled": self.prefilled,
+            "decoded": self.decoded,
+            "reused": self.reused,
+            "cropped": self.cropped,
+            "crops": self.crops,
+        }
+
+
+class LocalRuntime(abc.ABC):
+    """A local causal LM with a persistent, croppable KV cache."""
+
+    #: Short backend name ("cpu", "exllamav2").
+    backend: str = "abstract"
+
+    def __init__(self) -> None:
+        self.counters = RuntimeCounters()
+        self._tokens: list[int] = []
+        self._last_logits: Any = None
+        self._logits_at = -1
+
+    # -- tokenizer -----------------------------------------------------------
+    @property
+    @abc.abstractmethod
+    def tokenizer(self) -> Any:
+        """The Hugging Face tokenizer of the model."""
+
+    @property
+    @abc.abstractmethod
+    def max_context(self) -> int:
+        """Maximum sequence length the model (and cache) holds."""
+
+    @property
+    def eos_token_ids(self) -> tuple[int, ...]:
+        """Token ids that end a turn (EOS and the chat end-of-turn token)."""
+        tok = self.tokenizer
+        ids = {tok.eos_token_id}
+        for special in ("<|im_end|>", "<|endoftext|>"):
+            tid = tok.convert_tokens_to_ids(special)
+            if isinstance(tid, int) and tid != tok.unk_token_id:
+                ids.add(tid)
+        return tuple(sorted(i for i in ids if i is not None))
+
+    def tokenize(self, text: str) -> list[int]:
+        """Token ids of ``text`` (no special tokens added)."""
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(tokens), skip_special_tokens=False)
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenize(text))
+
+    def apply_chat_template(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+    ) -> list[int]:
+        """Token ids of ``messages`` rendered with the model's chat template."""
+        text = self.render_chat(messages, tools, add_generation_prompt)
+        return self.tokenize(text)
+
+    def render_chat(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+    ) -> str:
+        """The chat-templated text. ``tools`` (OpenAI format) go to the template
+        when it supports them; otherwise (SmolLM2's ChatML template) they are
+        described in the system message, as :class:`LocalChatModel` does."""
+        kwargs: dict[str, Any] = {"tokenize": False, "add_generation_prompt": add_generation_prompt}
+        messages = list(messages)
+        if tools:
+            template = getattr(self.tokenizer, "chat_template", None) or ""
+            if "tools" in template:
+                kwargs["tools"] = list(tools)
+            else:
+                from .grammar import ToolSpec
+                from .prompting import inject_tools
+
+                messages = inject_tools(messages, [ToolSpec.from_openai(t) for t in tools])
+        return self.tokenizer.apply_chat_template(messages, **kwargs)
+
+    # -- cache ---------------------------------------------------------------
+    @property
+    def tokens(self) -> tuple[int, ...]:
+        """The token ids whose keys/values are in the cache, in order."""
+        return tuple(self._tokens)
+
+    def __len__(self) -> int:
+        return len(self._tokens)
+
+    @property
+    def length(self) -> int:
+        """Current cache length in tokens (the next token's position)."""
+        return len(self._tokens)
+
+    def common_prefix(self, tokens: Sequence[int]) -> int:
+        """Length of the longest common prefix of ``tokens`` and the cache."""
+        n = 0
+        for a, b in zip(self._tokens, tokens):
+            if a != b:
+                break
+            n += 1
+        return n
+
+    def crop(self, n_tokens: int) -> None:
+        """Keep the first ``n_tokens`` of the cache, drop the rest (O(1))."""
+        length = len(self._tokens)
+        if n_tokens < 0 or n_tokens > length:
+            raise CacheRangeError(n_tokens, length)
+        if n_tokens == length:
+            return
+        self._crop_cache(n_tokens)
+        self.counters.cropped += length - n_tokens
+        self.counters.crops += 1
+        del self._tokens[n_tokens:]
+
+    def reset(self) -> None:
+        """Drop the whole cache and free its memory (the session can rebuild it)."""
+        self._release_cache()
+        self._tokens.clear()
+
+    def prefill(self, tokens: Sequence[int]) -> None:
+        """Append ``tokens`` to the cache (run them through the model)."""
+        tokens = [int(t) for t in tokens]
+        if not tokens:
+            return
+        self._feed(tokens)
+        self.counters.prefilled += len(tokens)
+
+    def sync(self, prompt: Sequence[int]) -> int:
+        """Make the cache hold exactly ``prompt``: crop to the longest common
+        prefix, prefill the rest. Returns the number of reused tokens.
+
+        At least one token is always (re)prefilled so that decoding has fresh
+        next-token logits.
+        """
+        prompt = [int(t) for t in prompt]
+        reuse = min(self.common_prefix(prompt), max(len(prompt) - 1, 0))
+        self.crop(reuse)
+        self.counters.reused += reuse
+        self.prefill(prompt[reuse:])
+        return reuse
+
+    def decode(
+        self,
+        max_new_tokens: int,
+        *,
+        sampling: SamplingParams = GREEDY,
+        seed: int | None = None,
+        stop: Sequence[str] = (),
+        stop_token_ids: Sequence[int] | None = None,
+        logits_processor: LogitsProcessor | None = None,
+        on_token: Callable[[int], None] | None = None,
+    ) -> DecodeResult:
+        """Generate up to ``max_new_tokens`` after the cached sequence.
+
+        Requires at least one cached token (the last one provides the first
+        logits). Every generated token, including a final stop token, ends up
+        in the cache, so ``offset_end == self.length`` and a checkpoint at
+        ``offset_end`` can be restored by :meth:`crop`. ``seed`` seeds the
+        sampler's own ``torch.Generator`` (ignored when greedy): the same
+        cache contents, seed and parameters give the same tokens.
+        """
+        from .sampling import make_generator, pick_token
+
+        if not self._tokens:
+            raise CacheRangeError(0, 0, what="decode from")
+        stops = tuple(self.eos_token_ids if stop_token_ids is None else stop_token_ids)
+        start = len(self._tokens)
+        budget = max(0, min(max_new_tokens, self.max_context - start))
+        generator = None if sampling.greedy else make_generator(seed or 0)
+        logits = self._logits_for_last()
+        if logits_processor is not None:
+            logits_processor.reset()
+        out: list[int] = []
+        pending: list[int] = []  # chosen but not yet run through the model
+        forced = getattr(logits_processor, "forced_token", None)
+        finish = "length"
+        text = ""
+        for _ in range(budget):
+            # Jump-forward: where the grammar allows exactly one token there is
+            # nothing to choose; queue it and run such runs in one forward pass.
+            token = forced() if forced is not None else None
+            if token is None:
+                if pending:
+                    logits = self._feed(pending)
+                    self.counters.decoded += len(pending)
+                    pending = []
+                if logits_processor is not None:
+                    processed = logits_processor(out, logits)
+                    if processed is not None:
+                        logits = processed
+                token = pick_token(logits, sampling, generator)
+            out.append(token)
+            pending.append(token)
+            if logits_processor is not None:
+                logits_processor.accept(token)
+            if on_token is not None:
+                on_token(token)
+            if token in stops:
+                finish = "stop"
+                break
+            if stop:
+                text = self.detokenize(out)
+                if any(s in text for s in stop):
+                    finish = "stop"
+                    break
+            if logits_processor is not None and logits_processor.is_terminated():
+                finish = "grammar"
+                break
+        if pending:
+            # Feed the tail so the cache always holds everything generated.
+            self._feed(pending)
+            self.counters.decoded += len(pending)
+        text = self.detokenize([t for t in out if t not in stops])
+        for s in stop:
+            cut = text.find(s)
+            if cut >= 0:
+                text = text[:cut]
+        return DecodeResult(
+            tokens=tuple(out),
+            text=text,
+            finish_reason=finish,
+            offset_start=start,
+            offset_end=len(self._tokens),
+            seed=None if sampling.greedy else (seed or 0),
+        )
+
+    def _feed(self, tokens: list[int]) -> Any:
+        self._check_fits(len(self._tokens) + len(tokens))
+        logits = self._forward(tokens, want_logits=True)
+        self._tokens.extend(tokens)
+        self._last_logits = logits
+        self._logits_at = len(self._tokens)
+        return logits
+
+    def _logits_for_last(self) -> Any:
+        """Next-token logits after the cache; recomputes the last position
+        (one token, counted as prefilled) when a crop invalidated them."""
+        logits = getattr(self, "_last_logits", None)
+        if logits is not None and getattr(self, "_logits_at", -1) == len(self._tokens):
+            return logits
+        last = self._tokens[-1]
+        self._crop_cache(len(self._tokens) - 1)
+        self._tokens.pop()
+        logits = self._feed([last])
+        self.counters.prefilled += 1
+        return logits
+
+    @abc.abstractmethod
+    def spawn(self) -> "LocalRuntime":
+        """A sibling runtime sharing weights and tokenizer with an empty cache."""
+
+    # -- backend hooks -------------------------------------------------------
+    @abc.abstractmethod
+    def _forward(self, tokens: list[int], want_logits: bool) -> Any:
+        """Run ``tokens`` at the current end of the cache; return the logits
+        row (1-D float32 torch tensor) of the last one."""
+
+    @abc.abstractmethod
+    def _crop_cache(self, n_tokens: int) -> None:
+        """Backend part of :meth:`crop` (``n_tokens`` < current length)."""
+
+    @abc.abstractmethod
+    def _release_cache(self) -> None:
+        """Backend part of :meth:`reset`."""
+
+    def _check_fits(self, needed: int) -> None:
+        from .errors import ContextOverflowError
+
+        if needed > self.max_context:
+            raise ContextOverflowError(needed, self.max_context)
+
+
+__all__ = [
+    "DecodeResult",
+    "GREEDY",
+    "LocalRuntime",
+    "LogitsProcessor",
+    "RuntimeCounters",
+    "SamplingParams",
+]
