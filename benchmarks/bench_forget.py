@@ -1,7 +1,7 @@
 """Forget cost: B7 vs B5 vs B5', and how B7's cost moves with tau.
 
 (a) One session of 10 transitions (5 turns: a user request and a tool return
-    each) with the target entering in the middle; B7, B5 and B5' each forget it
+    each) with the target entering in the middle (in a user message); B7, B5 and B5' each forget it
     on a fresh copy of the recording. Printed: recomputed tokens (prefilled +
     decoded, from the local model's counters), model turns decoded, wall
     time, and the ratios B7/B5 (target <= 0.10 of B5's tokens) and B7/B5'.
@@ -42,9 +42,7 @@ def _make(home: Path, which: str, tau_turn: int, turns: int, shared_model=None):
     @u.tool(effect="read")
     def lookup_ticket(ticket_id: str) -> str:
         """Look up a support ticket by id."""
-        n = int(ticket_id.strip("T-") or 0) if ticket_id.strip("T-").isdigit() else -1
-        extra = f" Card on file {SECRET}." if n == tau_turn else ""
-        return f"Ticket {ticket_id}: parcel delayed.{extra}"
+        return f"Ticket {ticket_id}: parcel delayed."
 
     if which == "scripted":
         def policy(messages, tools):
@@ -62,7 +60,9 @@ def _make(home: Path, which: str, tau_turn: int, turns: int, shared_model=None):
     agent = create_agent(model, [lookup_ticket], system_prompt="You are support. Answer in one short sentence.",
                          middleware=[*mws, u.middleware()], checkpointer=InMemorySaver())
     for i in range(1, turns + 1):
-        agent.invoke({"messages": [HumanMessage(f"Please look up ticket T-{i}")]},
+        # the target enters through the user's message of turn tau_turn
+        text = (f"My card is {SECRET}. " if i == tau_turn else "") + f"Please look up ticket T-{i}"
+        agent.invoke({"messages": [HumanMessage(text)]},
                      {"configurable": {"thread_id": f"s{home.name}"}})
     return u, agent, f"s{home.name}"
 

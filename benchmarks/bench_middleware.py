@@ -61,10 +61,13 @@ def bench_overhead(runs: int = 40, warmup: int = 6, continuing: bool = False) ->
     with tempfile.TemporaryDirectory(prefix="unsee-bench-") as home:
         u = Unsee(home=home)
         plain = create_agent(model, [echo], system_prompt="You echo.", checkpointer=InMemorySaver())
+        # The same hooks doing nothing: what any middleware of this shape costs in LangGraph.
+        noop = create_agent(model, [echo], system_prompt="You echo.", checkpointer=InMemorySaver(),
+                            middleware=[_NoopMiddleware()])
         recorded = create_agent(model, [echo], system_prompt="You echo.", checkpointer=InMemorySaver(),
                                 middleware=[u.middleware()])
-        times: dict[str, list[float]] = {"plain": [], "recorded": []}
-        agents = {"plain": plain, "recorded": recorded}
+        times: dict[str, list[float]] = {"plain": [], "noop": [], "recorded": []}
+        agents = {"plain": plain, "noop": noop, "recorded": recorded}
 
         def one(kind: str, i: int, record: bool) -> None:
             thread = f"{kind}-long" if continuing else f"{kind}-{i}"
@@ -78,9 +81,10 @@ def bench_overhead(runs: int = 40, warmup: int = 6, continuing: bool = False) ->
 
         for i in range(warmup):
             one("plain", -1 - i, False)
+            one("noop", -1 - i, False)
             one("recorded", -1 - i, False)
         for i in range(runs):
-            order = ("plain", "recorded") if i % 2 == 0 else ("recorded", "plain")
+            order = ("plain", "noop", "recorded") if i % 2 == 0 else ("recorded", "noop", "plain")
             for kind in order:
                 one(kind, i, True)
         t0 = time.perf_counter()
@@ -89,13 +93,38 @@ def bench_overhead(runs: int = 40, warmup: int = 6, continuing: bool = False) ->
         failures = u.recorder.failures + u.store.failures
         u.close()
     p = statistics.median(times["plain"])
+    n = statistics.median(times["noop"])
     r = statistics.median(times["recorded"])
     return {
         "mode": "one long thread" if continuing else "fresh thread per run",
         "runs": runs, "plain_ms": p * 1e3, "recorded_ms": r * 1e3,
         "plain_step_ms": p * 1e3 / STEPS_PER_RUN, "recorded_step_ms": r * 1e3 / STEPS_PER_RUN,
         "ratio": r / p, "overhead": r / p - 1.0, "flush_ms": flush_s * 1e3, "failures": failures,
+        "noop_step_ms": n * 1e3 / STEPS_PER_RUN, "ratio_vs_noop": r / n,
     }
+
+
+def _noop_middleware_class():
+    from langchain.agents.middleware import AgentMiddleware
+
+    class Noop(AgentMiddleware):
+        def before_agent(self, state, runtime):
+            return None
+
+        def after_agent(self, state, runtime):
+            return None
+
+        def wrap_model_call(self, request, handler):
+            return handler(request)
+
+        def wrap_tool_call(self, request, handler):
+            return handler(request)
+
+    return Noop
+
+
+def _NoopMiddleware():
+    return _noop_middleware_class()()
 
 
 # -- (b) taint on a large graph ------------------------------------------------------
@@ -165,8 +194,10 @@ def main() -> None:
               f"{_verdict(r['overhead'] <= OVERHEAD_TARGET)}"
               + (f"  ({r['failures']} recording failures!)" if r["failures"] else ""))
 
+        print(f"{'':<22} {'':>4} no-op middleware: {r['noop_step_ms']:.3f} ms/step; recorded/no-op ratio "
+              f"{r['ratio_vs_noop']:.3f} ({r['ratio_vs_noop'] - 1:+.1%})")
     print("  (the scripted model costs ~0 ms, so 'overhead' is against bare LangGraph; '@250ms step' is the "
-          "added time relative to a 250 ms model step)")
+          "added time relative to a 250 ms model step; the no-op row is the same hooks doing nothing)")
 
     t = bench_taint()
     print(f"\n(b) taint on a {t['n']:,}-artifact layered graph (1-3 parents among previous 50; "
