@@ -70,8 +70,8 @@ def _make(home: Path, which: str, tau_turn: int, turns: int, shared_model=None):
 def _cost(u, session: str, strategy: str, shared_model) -> dict:
     from unsee import RevocationEvent
 
-    if shared_model is not None:
-        shared_model.evict(session)  # every strategy starts from the same (cold) cache state
+    # The cache is as the recorded session left it: B7 and B5' crop it to their checkpoint
+    # (the clean prefix stays), B5 crops it to 0 (a full reset).
     t0 = time.perf_counter()
     r = u.forget(session, RevocationEvent(target=SECRET), strategy)
     wall = time.perf_counter() - t0
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> None:
         from unsee.plugins.replay.chat_model import LocalChatModel
 
         cache = Path(os.environ.get("UNSEE_MODEL_CACHE") or Path.home() / ".unsee")
-        shared = LocalChatModel.from_spec("cpu", cache, max_tokens=24)
+        shared = LocalChatModel.from_spec("cpu", cache, max_tokens=48)
     mid = (args.turns + 1) // 2
     print(f"(a) B7 vs B5 vs B5' - {args.turns} turns / {2 * args.turns} transitions, target enters at turn {mid}"
           f" (model: {args.model})")

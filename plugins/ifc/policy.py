@@ -1,0 +1,445 @@
+"""Sink policy: may this tool call carry that identifier? (pure logic)
+
+Sinks are tool arguments declared as identifier sinks (``send_money.recipient``,
+``send_email.to``, ``fetch.url``; ``tool.*`` for every argument). :func:`decide`
+looks at a call's sink values and returns a :class:`Decision`: when a value
+carries an identifier introduced by an untrusted or revoked artifact that does
+not occur in trusted input, the action is the policy ``mode`` (``block``,
+``ask`` or ``audit``), else ``allow``.
+
+Matching is deliberately conservative (a false block is preferred to a missed
+exfiltration). Sink values are percent-decoded repeatedly, NFKC-normalized and
+lowercased, then compared twice: with whitespace removed (the *soft* form,
+``alice @ evil.com``) and reduced to alphanumerics (the *key* form, which
+ignores every separator: ``DE89-3704.0044...``). Each sink value is searched
+alone and all sink values of the call concatenated in argument order, so an
+identifier split over two arguments, or embedded in a longer string, is found.
+Domain-shaped identifiers match only on label boundaries (``evil.com`` is in
+``pay.evil.com``, not in ``devil.community``). An untrusted match that lies
+entirely inside an occurrence of a trusted identifier is ignored (digits of an
+untrusted phone number inside the IBAN the user typed).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from unsee.middleware.graph import ProvenanceGraph
+
+from .errors import InvalidMode, InvalidSinkSpec
+from .extract import ExtractorRegistry, _alnum, extract, match_key, prepare
+from .labels import REVOKED, UNTRUSTED, is_restricted, is_trusted, label_graph
+
+Mode = Literal["block", "ask", "audit"]
+MODES: tuple[str, ...] = ("block", "ask", "audit")
+ALLOW = "allow"
+
+#: keys shorter than this are not matched separator-blind (too many accidental hits)
+MIN_KEY_LENGTH = 6
+
+_NAME = re.compile(r"^[A-Za-z_][\w\-]*$")
+
+
+# -- sinks --------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class SinkSpec:
+    """One identifier sink: argument ``arg`` of tool ``tool`` (``*``: every argument)."""
+
+    tool: str
+    arg: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tool, str) or not _NAME.match(self.tool):
+            raise InvalidSinkSpec(f"{self.tool}.{self.arg}", f"bad tool name {self.tool!r}")
+        if not isinstance(self.arg, str) or not (self.arg == "*" or _NAME.match(self.arg)):
+            raise InvalidSinkSpec(f"{self.tool}.{self.arg}", f"bad argument name {self.arg!r}")
+
+    def __str__(self) -> str:
+        return f"{self.tool}.{self.arg}"
+
+    @classmethod
+    def parse(cls, spec: "str | SinkSpec") -> "SinkSpec":
+        """``"send_money.recipient"`` -> ``SinkSpec("send_money", "recipient")``."""
+        if isinstance(spec, SinkSpec):
+            return spec
+        if not isinstance(spec, str):
+            raise InvalidSinkSpec(spec, "expected a string 'tool.arg'")
+        tool, dot, arg = spec.strip().rpartition(".")
+        if not dot or not tool or not arg:
+            raise InvalidSinkSpec(spec)
+        return cls(tool, arg)
+
+    def covers(self, tool: str, arg: str) -> bool:
+        return tool == self.tool and (self.arg == "*" or arg == self.arg)
+
+
+def parse_sinks(specs: "str | SinkSpec | Iterable[str | SinkSpec]") -> tuple[SinkSpec, ...]:
+    """Sinks from configuration: a list of specs, or one string separated by commas/whitespace."""
+    if isinstance(specs, SinkSpec):
+        return (specs,)
+    if isinstance(specs, str):
+        specs = [s for s in re.split(r"[,\s]+", specs) if s]
+    out: dict[SinkSpec, None] = {}
+    for s in specs:
+        out[SinkSpec.parse(s)] = None
+    return tuple(out)
+
+
+SINKS_ATTRIBUTE = "__unsee_sinks__"
+
+
+def identifier_sinks(*args: str) -> Callable[[Any], Any]:
+    """Decorator marking arguments of a tool function as identifier sinks.
+
+    ``@identifier_sinks("recipient")`` on ``def send_money(recipient, amount)``;
+    :func:`declared_sinks` reads the marks back (adapters call it).
+    """
+    for a in args:
+        if not isinstance(a, str) or not (a == "*" or _NAME.match(a)):
+            raise InvalidSinkSpec(a, "expected an argument name")
+
+    def mark(fn: Any) -> Any:
+        setattr(fn, SINKS_ATTRIBUTE, tuple(dict.fromkeys(getattr(fn, SINKS_ATTRIBUTE, ()) + args)))
+        return fn
+
+    return mark
+
+
+def declared_sinks(tool: Any, name: str | None = None) -> tuple[SinkSpec, ...]:
+    """Sinks marked with :func:`identifier_sinks` on a function (or a tool object's ``func``)."""
+    target = tool
+    marks = getattr(tool, SINKS_ATTRIBUTE, None)
+    for attr in ("func", "coroutine"):
+        if marks is None and getattr(tool, attr, None) is not None:
+            target = getattr(tool, attr)
+            marks = getattr(target, SINKS_ATTRIBUTE, None)
+    tool_name = name or getattr(tool, "name", None) or getattr(target, "__name__", None)
+    if not marks:
+        return ()
+    if not isinstance(tool_name, str):
+        raise InvalidSinkSpec(tool, "cannot tell the tool's name; pass name=")
+    return tuple(SinkSpec(tool_name, a) for a in marks)
+
+
+# -- decisions ----------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """An artifact that introduced a matched identifier, with its labels."""
+
+    artifact_id: str
+    labels: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What the policy decided for one tool call, and why.
+
+    ``args`` are the sink arguments whose values carried a matched identifier
+    (all sink arguments checked, when allowed); ``identifier`` is the first
+    matched identifier (normalized), ``identifiers`` all of them; ``reason``
+    is written for the model (an error tool message) and for people. When
+    evidence is revoked, the reason does not repeat the identifier.
+    """
+
+    action: str
+    tool: str
+    args: tuple[str, ...]
+    identifier: str | None
+    identifiers: tuple[str, ...]
+    evidence: tuple[Evidence, ...]
+    reason: str
+    mode: str = "block"
+
+    @property
+    def allowed(self) -> bool:
+        """Whether the real tool may run now (``allow`` and ``audit``)."""
+        return self.action in (ALLOW, "audit")
+
+    @property
+    def flagged(self) -> bool:
+        """Whether a sink carried a policed identifier (every action except ``allow``)."""
+        return self.action != ALLOW
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(sorted({lbl for e in self.evidence for lbl in e.labels}))
+
+    @property
+    def artifact_ids(self) -> tuple[str, ...]:
+        return tuple(e.artifact_id for e in self.evidence)
+
+    def to_event(self, hash_of: Callable[[str], str] | None = None) -> dict[str, Any]:
+        """Attributes of the span event recording this decision.
+
+        No payload text: the identifier appears only as ``hash_of(identifier)``
+        when a (keyed) hash function is given.
+        """
+        attrs: dict[str, Any] = {
+            "unsee.ifc.action": self.action,
+            "unsee.ifc.mode": self.mode,
+            "unsee.ifc.tool": self.tool,
+            "unsee.ifc.sinks": [f"{self.tool}.{a}" for a in self.args],
+            "unsee.ifc.evidence": list(self.artifact_ids),
+            "unsee.ifc.labels": list(self.labels),
+            "unsee.ifc.identifiers": len(self.identifiers),
+        }
+        if hash_of is not None and self.identifiers:
+            attrs["unsee.ifc.identifier_hashes"] = [hash_of(i) for i in self.identifiers]
+        return attrs
+
+
+def _check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise InvalidMode(mode, MODES)
+    return mode
+
+
+def _leaves(value: Any) -> list[str]:
+    """String leaves of an argument value, in order."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (bytes, bytearray)):
+        return [bytes(value).decode("utf-8", "replace")]
+    if isinstance(value, Mapping):
+        return [s for v in value.values() for s in _leaves(v)]
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
+        return [s for v in items for s in _leaves(v)]
+    return [str(value)]
+
+
+def _soft(text: str) -> str:
+    return "".join(prepare(text).casefold().split())
+
+
+_DOMAIN_SHAPE = re.compile(r"^[a-z0-9](?:[a-z0-9\-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9\-]*[a-z0-9])?)*\.[a-z]{2,}$")
+
+
+def _occurrences(hay: str, needle: str) -> list[tuple[int, int]]:
+    out, i = [], hay.find(needle)
+    while i >= 0 and needle:
+        out.append((i, i + len(needle)))
+        i = hay.find(needle, i + 1)
+    return out
+
+
+def _domain_occurrences(hay: str, domain: str) -> list[tuple[int, int]]:
+    pat = re.compile(r"(?<![a-z0-9\-])" + re.escape(domain) + r"(?![a-z0-9\-]|\.[a-z0-9])")
+    return [m.span() for m in pat.finditer(hay)]
+
+
+class _Haystack:
+    """One searchable sink string in its soft and key forms, with trusted regions."""
+
+    def __init__(self, text: str, args: tuple[str, ...], trusted: Iterable[str]):
+        self.args = args
+        self.soft = _soft(text)
+        self.key = _alnum(self.soft)
+        self.soft_cover: list[tuple[int, int]] = []
+        self.key_cover: list[tuple[int, int]] = []
+        for t in trusted:
+            st, kt = _soft(t), match_key(t)
+            if st:
+                self.soft_cover += _occurrences(self.soft, st)
+            if kt:
+                self.key_cover += _occurrences(self.key, kt)
+
+    @staticmethod
+    def _uncovered(spans: list[tuple[int, int]], cover: list[tuple[int, int]]) -> bool:
+        return any(not any(a <= s and e <= b for a, b in cover) for s, e in spans)
+
+    def contains(self, identifier: str, min_key_length: int) -> bool:
+        soft = _soft(identifier)
+        if not soft:
+            return False
+        if _DOMAIN_SHAPE.match(soft):
+            bare = soft.removeprefix("www.")
+            return self._uncovered(_domain_occurrences(self.soft, bare), self.soft_cover)
+        if self._uncovered(_occurrences(self.soft, soft), self.soft_cover):
+            return True
+        key = match_key(identifier)
+        return len(key) >= min_key_length and self._uncovered(_occurrences(self.key, key), self.key_cover)
+
+
+def _haystacks(tool: str, args: Mapping[str, Any], sinks: Iterable[SinkSpec],
+               trusted: Iterable[str]) -> tuple[tuple[str, ...], list[_Haystack]]:
+    sinks = tuple(sinks)
+    names = tuple(a for a in args if any(s.covers(tool, a) for s in sinks))
+    trusted = tuple(trusted)
+    hays: list[_Haystack] = []
+    joined_all: list[str] = []
+    for name in names:
+        leaves = _leaves(args[name])
+        if len(leaves) > 1:
+            hays += [_Haystack(leaf, (name,), trusted) for leaf in leaves]
+        joined = "".join(leaves)
+        hays.append(_Haystack(joined, (name,), trusted))
+        joined_all.append(joined)
+    if len(names) > 1:
+        hays.append(_Haystack("".join(joined_all), names, trusted))
+    return names, hays
+
+
+def _split_args(args: Mapping[str, Any], names: tuple[str, ...], ident: str, trusted: Iterable[str],
+                min_key_length: int) -> tuple[str, ...]:
+    for width in range(2, len(names) + 1):
+        for i in range(len(names) - width + 1):
+            window = names[i:i + width]
+            text = "".join("".join(_leaves(args[n])) for n in window)
+            if _Haystack(text, window, trusted).contains(ident, min_key_length):
+                return window
+    return names
+
+
+def _order(ids: Iterable[str], labels: Mapping[str, frozenset[str]] | None) -> list[str]:
+    ids = set(ids)
+    if labels:
+        first = [i for i in labels if i in ids]
+        return first + sorted(ids - set(first))
+    return sorted(ids)
+
+
+def decide(
+    tool: str,
+    args: Mapping[str, Any],
+    sinks: "Iterable[SinkSpec | str]",
+    untrusted_identifiers: Mapping[str, Iterable[str]],
+    trusted_identifiers: Iterable[str],
+    mode: str = "block",
+    *,
+    labels: Mapping[str, frozenset[str]] | None = None,
+    min_key_length: int = MIN_KEY_LENGTH,
+) -> Decision:
+    """Decide one tool call.
+
+    ``untrusted_identifiers`` maps each normalized identifier introduced by an
+    untrusted or revoked artifact to those artifacts' ids;
+    ``trusted_identifiers`` are normalized identifiers present in trusted
+    input (both from :func:`identifiers_by_label`). ``labels`` (from
+    :func:`~unsee.plugins.ifc.labels.label_graph`) puts each evidence
+    artifact's labels on the decision and orders evidence by recording order.
+    """
+    mode = _check_mode(mode)
+    sinks = parse_sinks(sinks)
+    trusted = set(trusted_identifiers)
+    trusted_keys = {match_key(t) for t in trusted} - {""}
+    trusted_soft = {_soft(t) for t in trusted} - {""}
+    names, hays = _haystacks(tool, args, sinks, trusted)
+    if not names:
+        return Decision(ALLOW, tool, (), None, (), (), f"{tool}: no identifier sink among its arguments", mode)
+
+    matched: list[str] = []
+    hit_args: set[str] = set()
+    evidence_ids: set[str] = set()
+    for ident in sorted(untrusted_identifiers, key=lambda i: (-len(match_key(i)), i)):
+        if ident in trusted or match_key(ident) in trusted_keys or _soft(ident) in trusted_soft:
+            continue  # the user (or other trusted input) supplied it too
+        where = [h for h in hays if h.contains(ident, min_key_length)]
+        if not where:
+            continue
+        matched.append(ident)
+        single = [h for h in where if len(h.args) == 1]
+        if single:
+            hit_args.update(a for h in single for a in h.args)
+        else:  # split over arguments: name the shortest run of them that carries it
+            hit_args.update(_split_args(args, names, ident, trusted, min_key_length))
+        evidence_ids.update(untrusted_identifiers[ident])
+
+    checked = ", ".join(f"{tool}.{a}" for a in names)
+    if not matched:
+        return Decision(ALLOW, tool, names, None, (), (),
+                        f"{tool}: sink values ({checked}) carry no identifier from untrusted or revoked data",
+                        mode)
+
+    evidence = tuple(
+        Evidence(i, tuple(sorted(labels.get(i, frozenset()))) if labels else ())
+        for i in _order(evidence_ids, labels)
+    )
+    hit = tuple(a for a in names if a in hit_args)
+    return Decision(mode, tool, hit, matched[0], tuple(matched), evidence,
+                    _reason(mode, tool, hit, matched, evidence), mode)
+
+
+def _reason(mode: str, tool: str, args: tuple[str, ...], matched: list[str],
+            evidence: tuple[Evidence, ...]) -> str:
+    found = {lbl for e in evidence for lbl in e.labels}
+    revoked = REVOKED in found
+    label = " and ".join(x for x in (UNTRUSTED, REVOKED) if x in found) or "untrusted or revoked"
+    where = ", ".join(repr(a) for a in args)
+    noun, verb = ("argument", "carries") if len(args) == 1 else ("arguments", "carry")
+    if revoked or not found:  # never repeat a (possibly) revoked value into the model's context
+        what = "an identifier" if len(matched) == 1 else f"{len(matched)} identifiers"
+    elif len(matched) == 1:
+        what = f"identifier {matched[0]!r}"
+    else:
+        what = "identifiers " + ", ".join(repr(m) for m in matched)
+    shown = ", ".join(e.artifact_id for e in evidence[:5]) + (" ..." if len(evidence) > 5 else "")
+    facts = (f"{noun} {where} of {tool} {verb} {what} that came from {label} data "
+             f"(artifact{'s' if len(evidence) != 1 else ''} {shown}) and not from trusted input")
+    if mode == "block":
+        return (f"Blocked by the information-flow policy: {facts}. The call was not executed; "
+                "use only identifiers the user gave you, or ask the user to confirm.")
+    if mode == "ask":
+        return f"Needs human approval (information-flow policy): {facts}."
+    return f"Allowed and recorded (information-flow policy in audit mode): {facts}."
+
+
+# -- identifiers per label ----------------------------------------------------
+
+def identifiers_by_label(
+    graph: ProvenanceGraph,
+    labels: Mapping[str, frozenset[str]],
+    *,
+    registry: ExtractorRegistry | None = None,
+) -> tuple[dict[str, set[str]], set[str]]:
+    """Identifiers in each artifact's content (``graph.content``), split by label.
+
+    Returns ``(untrusted, trusted)``: ``untrusted`` maps each normalized
+    identifier found in an untrusted or revoked artifact to those artifacts'
+    ids; ``trusted`` is the set of normalized identifiers found in trusted
+    artifacts. Artifacts without content or without labels are skipped.
+    """
+    untrusted: dict[str, set[str]] = {}
+    trusted: set[str] = set()
+    for a in graph:
+        lbl = labels.get(a.id)
+        if lbl is None:
+            continue
+        restricted, ok = is_restricted(lbl), is_trusted(lbl)
+        if not (restricted or ok):
+            continue
+        text = graph.content(a.id)
+        if not text:
+            continue
+        for ident in extract(text, registry=registry):
+            if restricted:
+                untrusted.setdefault(ident.normalized, set()).add(a.id)
+            else:
+                trusted.add(ident.normalized)
+    return untrusted, trusted
+
+
+def evaluate(
+    graph: ProvenanceGraph,
+    tool: str,
+    args: Mapping[str, Any],
+    sinks: "Iterable[SinkSpec | str]",
+    *,
+    trusted_sources: Iterable[str] = (),
+    revoked: Iterable[str] = (),
+    mode: str = "block",
+    registry: ExtractorRegistry | None = None,
+    reset_at_trusted_sources: bool = False,
+) -> Decision:
+    """Label the graph, collect identifiers, decide: the whole pure pipeline in one call."""
+    _check_mode(mode)
+    labels = label_graph(graph, trusted_sources, revoked, reset_at_trusted_sources=reset_at_trusted_sources)
+    untrusted, trusted = identifiers_by_label(graph, labels, registry=registry)
+    return decide(tool, args, sinks, untrusted, trusted, mode, labels=labels)
