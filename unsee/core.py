@@ -103,6 +103,8 @@ class Unsee:
         self._middleware: UnseeMiddleware | None = None
         #: the local chat model, when one was made by ``chat_model()`` (its caches are cropped on forget)
         self.local_model: Any = None
+        #: the IFC interceptor once ``ifc()`` enabled it
+        self.ifc_interceptor: Any = None
         atexit.register(self.close)
 
     def _sandbox_factory(self, name: str) -> Callable[[], Any]:
@@ -207,6 +209,21 @@ class Unsee:
         self.flush()
         self.store.require(thread_id)
         return write_jaeger_json(self.store.spans(thread_id), Path(path))
+
+    # -- information-flow control -------------------------------------------
+    def ifc(self, sinks=(), *, mode: str = "block", trusted_sources=()):
+        """Block (or ``ask``/``audit``) tool calls whose identifier sinks carry an
+        identifier that came from an untrusted or revoked observation.
+
+        ``sinks``: ``["send_money.recipient", "send_email.to", ...]`` (or mark
+        tool functions with ``@identifier_sinks("recipient")``).
+        """
+        from unsee.plugins.ifc.adapter import IFCInterceptor
+
+        if self.ifc_interceptor is None:
+            self.ifc_interceptor = IFCInterceptor(self, sinks, mode=mode, trusted_sources=trusted_sources)
+            self.recorder.interceptors.add_global(self.ifc_interceptor)
+        return self.ifc_interceptor
 
     # -- the local model ----------------------------------------------------
     def chat_model(self, **fields: Any):

@@ -75,9 +75,8 @@ class Forgetter:
         u = self.u
         if strategy not in STRATEGIES:
             raise UnknownStrategy(strategy, STRATEGIES)
-        if strategy in ("B8", "B9"):
-            raise NotImplementedError(
-                f"{strategy} needs the IFC plugin (identifier-sink blocking), which is not built yet")
+        if strategy in ("B8", "B9") and getattr(u, "ifc_interceptor", None) is None:
+            raise NotImplementedError(f"{strategy} needs IFC enabled first: u.ifc(sinks=[...])")
         u.recorder.wait_idle(session, wait=wait)
         state = u.store.commit_state(event.event_id)
         if state is not None:  # the event id is an idempotency key
@@ -101,6 +100,13 @@ class Forgetter:
         base = dict(session_id=session, strategy=strategy, event_id=event.event_id,
                     target_hash=plan.hit.target_hash, tau=plan.hit.step, closure_size=len(plan.closure),
                     checkpoint_id=cp.id if cp else None, checkpoint_kind=cp.kind.value if cp else None)
+        if strategy in ("B8", "B9"):
+            # IFC: the target's closure is labelled revoked, so identifiers it introduced
+            # are blocked at sinks from now on (B8 stops there: free text still leaks).
+            u.ifc_interceptor.revoke(session, plan.closure)
+        if strategy == "B8":
+            return ForgetReport(**base, committed=True, wall_time_s=time.perf_counter() - t0,
+                                notes=["B8: I(z) labelled revoked for IFC; live state unchanged"])
         if strategy not in REPLAYING:
             notes = apply_edit(u, self._agent(session, agent) if strategy not in ("B0", "B1") else None,
                                plan, event.target, strategy)

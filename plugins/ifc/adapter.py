@@ -1,0 +1,104 @@
+"""The IFC interceptor: the thin adapter between the pure policy and agents.
+
+Installed for every session (``u.ifc(...)``), it sees each tool call inside
+the recording. For tools with identifier sinks it labels the session's
+provenance graph, collects identifiers by label and lets the policy decide:
+``block`` answers the model with an error tool message that says why (the
+tool never runs), ``ask`` raises a LangGraph interrupt for a human (resume
+with ``Command(resume=True)`` to allow), ``audit`` lets it run. Every
+decision is a span event on the tool's span with its evidence (artifact ids,
+labels, sinks, keyed hashes of the identifiers: never their text).
+
+Interceptors fail closed: an error in deciding propagates to the run.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from langchain_core.messages import ToolMessage
+from opentelemetry import trace
+
+from unsee.middleware.context import current_session
+
+from .policy import Decision, SinkSpec, declared_sinks, evaluate, parse_sinks
+
+EVENT = "unsee.ifc.decision"
+
+
+class IFCInterceptor:
+    def __init__(self, u: Any, sinks: Iterable[SinkSpec | str] = (), *, mode: str = "block",
+                 trusted_sources: Iterable[str] = (), reset_at_trusted_sources: bool = True):
+        self.u = u
+        self.sinks = tuple(parse_sinks(list(sinks)))
+        self.mode = mode
+        self.trusted_sources = tuple(trusted_sources)
+        self.reset_at_trusted_sources = reset_at_trusted_sources
+        self._revoked: dict[str, set[str]] = {}
+        self._lock = threading.Lock()
+        self.decisions: list[Decision] = []
+
+    # -- revocation (B8/B9) ------------------------------------------------
+    def revoke(self, session: str, artifact_ids: Iterable[str]) -> None:
+        """Label these artifacts of ``session`` revoked (identifiers from them are blocked)."""
+        with self._lock:
+            self._revoked.setdefault(session, set()).update(artifact_ids)
+
+    def revoked(self, session: str) -> frozenset[str]:
+        with self._lock:
+            return frozenset(self._revoked.get(session, ()))
+
+    # -- interception --------------------------------------------------------
+    def _sinks_for(self, request) -> tuple[SinkSpec, ...]:
+        name = request.tool_call.get("name", "")
+        own = tuple(s for s in self.sinks if s.tool == name)
+        tool = getattr(request, "tool", None)
+        return own + (declared_sinks(tool, name) if tool is not None else ())
+
+    def _decide(self, request) -> Decision | None:
+        sinks = self._sinks_for(request)
+        if not sinks:
+            return None
+        thread, _ = current_session()
+        if not self.u.store.has_session(thread):
+            return None
+        graph = self.u.graph(thread)
+        revoked = self.revoked(thread) | self.revoked(graph.session_id or thread)
+        decision = evaluate(graph, request.tool_call.get("name", ""), request.tool_call.get("args", {}) or {},
+                            sinks, trusted_sources=self.trusted_sources, revoked=revoked, mode=self.mode,
+                            reset_at_trusted_sources=self.reset_at_trusted_sources)
+        trace.get_current_span().add_event(EVENT, decision.to_event(hash_of=self.u.hasher.hash))
+        self.decisions.append(decision)
+        return decision
+
+    def _blocked(self, request, decision: Decision) -> ToolMessage:
+        tc = request.tool_call
+        return ToolMessage(content=f"[blocked by unsee IFC] {decision.reason}", tool_call_id=tc.get("id"),
+                           name=tc.get("name"), status="error")
+
+    def _gate(self, request, decision: Decision | None) -> ToolMessage | None:
+        if decision is None or decision.allowed or decision.action == "audit":
+            return None
+        if decision.action == "ask":
+            from langgraph.types import interrupt
+
+            answer = interrupt({"unsee_ifc": decision.to_event(hash_of=self.u.hasher.hash),
+                                "reason": decision.reason})
+            return None if answer in (True, "approve", "yes") else self._blocked(request, decision)
+        return self._blocked(request, decision)
+
+    def model_call(self, request, handler):
+        return handler(request)
+
+    async def amodel_call(self, request, handler):
+        return await handler(request)
+
+    def tool_call(self, request, handler):
+        blocked = self._gate(request, self._decide(request))
+        return blocked if blocked is not None else handler(request)
+
+    async def atool_call(self, request, handler):
+        blocked = self._gate(request, self._decide(request))
+        return blocked if blocked is not None else await handler(request)
