@@ -225,6 +225,18 @@ class Unsee:
             self.recorder.interceptors.add_global(self.ifc_interceptor)
         return self.ifc_interceptor
 
+    def detect(self, detectors=None, *, mode: str = "async", policy: str = "auto", min_score: float = 0.5):
+        """Injection detectors whose findings become revocation events (see
+        ``unsee.plugins.detect.revocation``). Default detector: the rule-based one."""
+        from unsee.plugins.detect.revocation import DetectionService
+        from unsee.plugins.detect.rules import RuleDetector
+
+        svc = DetectionService(self, list(detectors or [RuleDetector()]), mode=mode, policy=policy,
+                               min_score=min_score)
+        if mode == "sync":
+            self.recorder.interceptors.add_global(svc)
+        return svc
+
     # -- the local model ----------------------------------------------------
     def chat_model(self, **fields: Any):
         """A LangChain chat model on the local runtime (``Unsee(model="cpu"|"exllamav2"|path)``).

@@ -1,0 +1,43 @@
+"""Detector verdicts become revocations: sync screening and late (async) verdicts."""
+
+from langchain_core.messages import ToolMessage
+
+from test_adapter import INJECTION, say, setup
+
+
+def test_late_verdict_forgets_the_injection_and_the_agent_continues(tmp_path):
+    u, agent, sent, _ = setup(tmp_path, mode="audit")  # IFC only audits: the attack goes through
+    say(agent, "check my inbox")
+    assert len(sent) == 1
+    svc = u.detect(mode="async", policy="auto")
+    verdicts = svc.scan("s")  # the verdict arrives after the agent processed the observation
+    assert verdicts and verdicts[0].status == "applied", verdicts[0].error
+    report = verdicts[0].report
+    assert report.committed and [o.tool for o in report.orphaned_side_effects] == ["send_money"]
+    live = agent.get_state({"configurable": {"thread_id": "s"}}).values["messages"]
+    assert "INFORMATION" not in repr(live) and "Ignore previous" not in repr(live)
+    out = say(agent, "thanks")  # the agent continues from the counterfactual state
+    assert "INFORMATION" not in repr(out["messages"]) and "DE89" not in repr(out["messages"])
+    assert len(sent) == 1  # the replay never re-fired the payment
+    assert svc.scan("s") == []  # nothing new to flag
+
+
+def test_queue_and_alert_policies_change_nothing_until_applied(tmp_path):
+    u, agent, sent, _ = setup(tmp_path, mode="audit")
+    say(agent, "check my inbox")
+    svc = u.detect(mode="async", policy="queue")
+    assert [v.status for v in svc.scan("s")] == ["queued"]
+    assert "INFORMATION" in repr(agent.get_state({"configurable": {"thread_id": "s"}}).values["messages"])
+    assert [v.status for v in svc.apply_pending()] == ["applied"]
+    assert "INFORMATION" not in repr(agent.get_state({"configurable": {"thread_id": "s"}}).values["messages"])
+
+
+def test_sync_screening_removes_the_injection_before_the_model_sees_it(tmp_path):
+    u, agent, sent, _ = setup(tmp_path, mode="audit")
+    u.detect(mode="sync", policy="auto")
+    out = say(agent, "check my inbox")
+    inbox = [m for m in out["messages"] if isinstance(m, ToolMessage) and m.name == "read_inbox"][0]
+    assert "INFORMATION" not in inbox.content and "statement is ready" in inbox.content
+    assert sent == []  # the policy found no IBAN to follow
+    g = u.graph("s")
+    assert all("INFORMATION" not in (g.content(a.id) or "") for a in g)
