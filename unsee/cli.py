@@ -194,6 +194,31 @@ def forget_cmd(
     console.print(render_plan(result) if dry_run else render_report(result))
 
 
+@app.command("serve")
+def serve_cmd(
+    token: Optional[str] = typer.Option(None, "--token", envvar="UNSEE_SERVE_TOKEN",
+                                        help="bearer token clients must send (or $UNSEE_SERVE_TOKEN)"),
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(8765, "--port"),
+    agent: Optional[str] = typer.Option(None, "--agent", help="module:attribute of the agent replays run through"),
+) -> None:
+    """Accept revocation events over HTTP (POST /v1/revocations) and forget them."""
+    from unsee.server import make_server
+
+    if not token:
+        raise cx.BadParameter("a token is required: --token or UNSEE_SERVE_TOKEN")
+    compiled = _load_agent(agent) if agent else None
+    u = (_owner_of(compiled) if compiled is not None else None) or _open()
+    server = make_server(u, token, host, port, compiled)
+    console.print(f"unsee serve: POST http://{host}:{server.server_address[1]}/v1/revocations")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
 def _mount_optional() -> None:
     """Sub-apps of other packages, mounted when importable."""
     try:
