@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from langgraph.config import get_config
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.types import Command
 from opentelemetry import trace
-from opentelemetry.trace import Span
 
 from . import semconv as sc
 from .context import DEFAULT_SESSION, current_session, logical_session  # noqa: F401 (re-exported)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -48,7 +47,7 @@ from .grammar import (
     parse_tool_calls,
 )
 from .prompting import to_chat_messages
-from .runtime import LocalRuntime, SamplingParams
+from .runtime import SamplingParams
 from .sampling import seed_for
 from .sessions import SessionPool
 

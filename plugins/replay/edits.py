@@ -10,7 +10,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage
 
-from unsee.middleware.hooks import message_artifact, text_of
+from unsee.middleware.hooks import message_artifact
 from unsee.middleware.records import ArtifactType
 
 from .driver import _thread_cfg, _sanitize_value, recording_store

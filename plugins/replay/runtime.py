@@ -17,7 +17,7 @@ ever compared with itself: kernels differ).
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 from .errors import CacheRangeError
