@@ -13,11 +13,13 @@ import json
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+from unsee.jsonhttp import JSONHandler
 
 
 def to_langchain(messages: list[dict[str, Any]]) -> list:
@@ -42,18 +44,7 @@ def to_langchain(messages: list[dict[str, Any]]) -> list:
 def make_server(model: Any, host: str = "127.0.0.1", port: int = 8000, name: str = "smollm2-135m-instruct"):
     lock = threading.Lock()
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def _send(self, status: int, body: dict) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+    class Handler(JSONHandler):
         def do_GET(self):
             if self.path.rstrip("/") == "/v1/models":
                 return self._send(200, {"object": "list", "data": [{"id": name, "object": "model"}]})

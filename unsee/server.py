@@ -17,11 +17,12 @@ import json
 import logging
 import threading
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from unsee.jsonhttp import JSONHandler
 from unsee.middleware.errors import (AmbiguousTarget, IncompleteSession, InvalidArgument, SessionBusy,
                                      SessionNotFound, TargetNotFound)
 from unsee.plugins.replay.events import RevocationEvent
@@ -53,20 +54,7 @@ def make_server(u: Any, token: str, host: str = "127.0.0.1", port: int = 8765, a
     expected = f"Bearer {token}".encode()
     lock = threading.Lock()  # one forget at a time: they replace whole sessions
 
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "unsee"
-
-        def log_message(self, fmt, *args):  # route to logging, not stderr
-            log.info("%s " + fmt, self.address_string(), *args)
-
-        def _send(self, status: int, body: dict) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+    class Handler(JSONHandler):
         def do_GET(self):
             if self.path == "/v1/health":
                 return self._send(200, {"status": "ok"})
