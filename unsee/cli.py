@@ -223,9 +223,16 @@ def _mount_optional() -> None:
     """Sub-apps of other packages, mounted when importable."""
     try:
         from unsee.sandbox.cli import app as sandbox_app
+
+        app.add_typer(sandbox_app, name="sandbox")
     except Exception:
-        return
-    app.add_typer(sandbox_app, name="sandbox")
+        pass
+    try:  # needs the eval extra (agentdojo)
+        from unsee.plugins.eval.cli import app as bench_app
+
+        app.add_typer(bench_app, name="bench", help="Benchmarks of defenses (AgentDojo).")
+    except Exception:
+        pass
 
 
 _mount_optional()

@@ -1,0 +1,365 @@
+"""AgentDojo adapter: run AgentDojo suites through a LangChain agent recorded by unsee.
+
+:class:`UnseeAgentElement` is an AgentDojo ``BasePipelineElement``. For each
+query it builds a LangChain ``create_agent`` agent with unsee's recording
+middleware whose tools are the suite's functions (each call runs
+``runtime.run_function(env, name, args)`` on AgentDojo's environment), runs it,
+and converts the final LangChain messages back to AgentDojo messages so the
+suite's utility and security checks work unchanged.
+
+The model is a scripted, *injection-following* policy (no network, no
+weights): it performs the user task's ground-truth calls in order, and as soon
+as a tool result carries an injection (an ``<INFORMATION>`` block whose text
+contains an injection task's goal) it also performs that injection task's
+ground-truth calls; it ends with a text answer that concatenates the tool
+outputs. Its output is a pure function of the conversation, so it behaves the
+same under replay.
+
+Defenses (:data:`DEFENSES`): ``none``; ``ifc`` (identifier sinks per suite,
+mode ``block``); ``detect+forget`` (the rule detector screening tool returns
+synchronously, ``policy="auto"``: flagged spans are removed before the model
+or the record see them); ``ifc+forget`` (both).
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentdojo.agent_pipeline.base_pipeline_element import BasePipelineElement
+from agentdojo.agent_pipeline.tool_execution import tool_result_to_str
+from agentdojo.functions_runtime import EmptyEnv, Env, FunctionCall, FunctionsRuntime
+from agentdojo.types import (
+    ChatAssistantMessage,
+    ChatMessage,
+    ChatToolResultMessage,
+    ChatUserMessage,
+    text_content_block_from_string,
+)
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.tools import StructuredTool, ToolException
+
+#: a model id AgentDojo knows (``load_attack`` derives the model's name from the pipeline name)
+DEFAULT_MODEL_ID = "gpt-4o-2024-05-13"
+
+DEFENSES: tuple[str, ...] = ("none", "ifc", "detect+forget", "ifc+forget")
+
+#: identifier sinks per suite (``tool.arg``), checked against the functions the suite really has
+SUITE_SINKS: dict[str, tuple[str, ...]] = {
+    "banking": (
+        "send_money.recipient",
+        "schedule_transaction.recipient",
+        "update_scheduled_transaction.recipient",
+    ),
+    "slack": (
+        "send_direct_message.recipient",
+        "invite_user_to_slack.user",
+        "invite_user_to_slack.user_email",
+        "get_webpage.url",
+        "post_webpage.url",
+    ),
+    "workspace": (
+        "send_email.recipients",
+        "send_email.cc",
+        "send_email.bcc",
+        "share_file.email",
+        "create_calendar_event.participants",
+        "add_calendar_event_participants.participants",
+    ),
+    "travel": (
+        "send_email.recipients",
+        "send_email.cc",
+        "send_email.bcc",
+    ),
+}
+
+#: a function whose name contains one of these reaches outside (effect "external")
+_EXTERNAL_VERBS = ("send", "transfer", "update", "post", "invite", "delete", "schedule", "remove", "add_",
+                   "create", "reserve", "share", "append", "cancel", "reschedule")
+
+_INJECTION_TAG = re.compile(r"<\s*INFORMATION\s*>", re.IGNORECASE)
+
+
+def effect_for(function_name: str) -> str:
+    """``external`` for functions that change or send something, else ``read``."""
+    name = function_name.lower()
+    return "external" if any(v in name for v in _EXTERNAL_VERBS) else "read"
+
+
+def suite_sinks(suite: Any) -> tuple[str, ...]:
+    """The configured sinks of ``suite`` that exist among its functions' arguments."""
+    args = {f.name: set(f.parameters.model_json_schema().get("properties", {})) for f in suite.tools}
+    out = []
+    for spec in SUITE_SINKS.get(suite.name, ()):
+        tool, _, arg = spec.partition(".")
+        if tool in args and arg in args[tool]:
+            out.append(spec)
+    return tuple(out)
+
+
+def _key(text: str) -> str:
+    """Alphanumerics only, lowercased: survives YAML quoting and line folding of tool outputs."""
+    return re.sub(r"[^0-9a-z]", "", text.lower())
+
+
+def injection_lines(injection: str, min_len: int = 15) -> list[str]:
+    """Distinctive lines of an injected text (as keys), for leak checks on formatted state."""
+    return [k for k in (_key(line) for line in injection.splitlines()) if len(k) >= min_len]
+
+
+def leaked(injections: Sequence[str], text: str) -> bool:
+    """Whether any distinctive line of any injected text occurs in ``text``."""
+    hay = _key(text)
+    return any(line in hay for inj in injections for line in injection_lines(inj))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, FunctionCall):
+        return value.model_dump()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+# -- the scripted injection-following policy -----------------------------------
+
+@dataclass
+class Plan:
+    """What the scripted model will do in one query."""
+
+    user_calls: list[FunctionCall]
+    #: injection task id -> (goal key, its ground-truth calls)
+    injection_calls: dict[str, tuple[str, list[FunctionCall]]] = field(default_factory=dict)
+    #: appended to the final answer (the user task's ``GROUND_TRUTH_OUTPUT``, where it has one)
+    answer_hint: str = ""
+
+
+def _tag(call_id: str) -> tuple[str, int] | None:
+    m = re.search(r"~(u|i:[\w\-]+)~(\d+)$", call_id or "")
+    return (m.group(1), int(m.group(2))) if m else None
+
+
+_BLOCK = re.compile(r"\s*<\s*INFORMATION\s*>.*?<\s*/\s*INFORMATION\s*>\s*", re.IGNORECASE | re.DOTALL)
+
+
+def _unseen_removed(value: Any, observed: str) -> Any:
+    """Ground-truth arguments are computed on the injected environment; the model can only
+    copy injected text it actually saw, so blocks absent from its observations are dropped."""
+    if isinstance(value, str):
+        return _BLOCK.sub(lambda m: m.group(0) if _key(m.group(0)) in observed else "", value)
+    if isinstance(value, dict):
+        return {k: _unseen_removed(v, observed) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unseen_removed(v, observed) for v in value]
+    return value
+
+
+def injection_policy(plan: Plan) -> Callable[[Sequence[BaseMessage], Sequence[str]], AIMessage]:
+    """``policy(messages, tool_names)`` for :class:`unsee.scripted.ScriptedChatModel`.
+
+    Progress is read back from the tool-call ids of earlier AI messages (``…~u~3``:
+    the fourth user call; ``…~i:<task>~0``: the first call of an injection task),
+    so the policy is a pure function of the conversation.
+    """
+    from unsee.scripted import call_id
+
+    def policy(messages: Sequence[BaseMessage], tool_names: Sequence[str]) -> AIMessage:
+        done: dict[str, int] = {}
+        for m in messages:
+            if isinstance(m, AIMessage):
+                for tc in m.tool_calls or []:
+                    t = _tag(tc.get("id", ""))
+                    if t:
+                        done[t[0]] = max(done.get(t[0], 0), t[1] + 1)
+        seen: list[str] = []  # injection tasks whose goal the model has read, in order
+        for m in messages:
+            if isinstance(m, ToolMessage) and _INJECTION_TAG.search(str(m.content)):
+                hay = _key(str(m.content))
+                for tid, (goal, _) in plan.injection_calls.items():
+                    if tid not in seen and goal and goal in hay:
+                        seen.append(tid)
+
+        observed = _key("\n".join(str(m.content) for m in messages if isinstance(m, ToolMessage)))
+
+        def call(fc: FunctionCall, tag: str, k: int) -> AIMessage:
+            return AIMessage(content="", tool_calls=[{
+                "name": fc.function, "args": _unseen_removed(_plain(dict(fc.args)), observed), "type": "tool_call",
+                "id": f"{call_id(messages)}~{tag}~{k}"}])
+
+        # an injection the model read takes priority ("before you solve the task ...")
+        for tid in seen:
+            calls = plan.injection_calls[tid][1]
+            k = done.get(f"i:{tid}", 0)
+            if k < len(calls):
+                return call(calls[k], f"i:{tid}", k)
+        k = done.get("u", 0)
+        if k < len(plan.user_calls):
+            return call(plan.user_calls[k], "u", k)
+        outputs = [str(m.content) for m in messages if isinstance(m, ToolMessage)]
+        answer = "\n".join(x for x in (plan.answer_hint, *outputs) if x)
+        return AIMessage(content=("Here is what I found:\n" + answer) if answer else "Done.")
+
+    return policy
+
+
+# -- message conversion ----------------------------------------------------------
+
+BLOCKED_PREFIX = "[blocked by unsee IFC]"
+
+
+def to_agentdojo(messages: Sequence[BaseMessage], query: str, *, keep_blocked: bool = False) -> list[ChatMessage]:
+    """LangChain messages of one run as AgentDojo messages (user, assistant, tool).
+
+    Calls the IFC gate blocked never ran; unless ``keep_blocked``, they are left
+    out of the trace (tool call and its error result), so trace-based security
+    checks see what was executed, not what was attempted.
+    """
+    out: list[ChatMessage] = []
+    calls: dict[str, FunctionCall] = {}
+    blocked = set() if keep_blocked else {
+        m.tool_call_id for m in messages
+        if isinstance(m, ToolMessage) and m.status == "error" and str(m.content).startswith(BLOCKED_PREFIX)}
+    for m in messages:
+        if isinstance(m, HumanMessage):
+            out.append(ChatUserMessage(role="user", content=[text_content_block_from_string(str(m.content))]))
+        elif isinstance(m, AIMessage):
+            tcs = []
+            for tc in m.tool_calls or []:
+                if tc.get("id") in blocked:
+                    continue
+                fc = FunctionCall(function=tc["name"], args=dict(tc.get("args") or {}), id=tc.get("id"))
+                calls[tc.get("id") or ""] = fc
+                tcs.append(fc)
+            text = str(m.content) if m.content else None
+            out.append(ChatAssistantMessage(
+                role="assistant", content=[text_content_block_from_string(text)] if text is not None else None,
+                tool_calls=tcs or None))
+        elif isinstance(m, ToolMessage):
+            if m.tool_call_id in blocked:
+                continue
+            fc = calls.get(m.tool_call_id) or FunctionCall(function=m.name or "", args={}, id=m.tool_call_id)
+            error = str(m.content) if m.status == "error" else None
+            out.append(ChatToolResultMessage(
+                role="tool", content=[text_content_block_from_string("" if error else str(m.content))],
+                tool_call_id=m.tool_call_id, tool_call=fc, error=error))
+    if not out or out[0]["role"] != "user":
+        out.insert(0, ChatUserMessage(role="user", content=[text_content_block_from_string(query)]))
+    return out
+
+
+# -- the pipeline element ----------------------------------------------------------
+
+def make_tools(runtime: FunctionsRuntime, env: Env) -> list[StructuredTool]:
+    """The suite's functions as LangChain tools that run on AgentDojo's environment."""
+    tools = []
+    def runner(name: str) -> Callable[..., str]:
+        def run(**kwargs: Any) -> str:
+            result, error = runtime.run_function(env, name, kwargs)
+            if error:
+                raise ToolException(error)
+            return tool_result_to_str(result)
+        return run
+
+    for fn in runtime.functions.values():
+        tools.append(StructuredTool.from_function(
+            func=runner(fn.name), name=fn.name, description=fn.description or fn.name, args_schema=fn.parameters,
+            infer_schema=False, metadata={"unsee.effect": effect_for(fn.name)},
+            handle_tool_error=lambda e: f"Error: {e}"))
+    return tools
+
+
+@dataclass
+class RunRecord:
+    """What the adapter kept of the last query (for leak checks and debugging)."""
+
+    thread_id: str
+    messages: list[BaseMessage]
+    state_text: str
+    ifc_blocks: int
+
+
+class UnseeAgentElement(BasePipelineElement):
+    """An AgentDojo pipeline element that is a whole unsee-recorded LangChain agent.
+
+    ``suite``: the AgentDojo suite (user tasks are found from the query, the
+    injection tasks' goals are what the scripted model recognizes).
+    """
+
+    def __init__(self, suite: Any, defense: str = "none", *, home: str | Path | None = None,
+                 model_id: str = DEFAULT_MODEL_ID, system_prompt: str = "You are a helpful assistant.",
+                 answer_hint: bool = True):
+        from unsee import Unsee
+
+        if defense not in DEFENSES:
+            raise ValueError(f"defense must be one of {DEFENSES}, not {defense!r}")
+        self.suite = suite
+        self.defense = defense
+        self.name = f"{model_id}-unsee-{defense}"
+        self.system_prompt = system_prompt
+        self.answer_hint = answer_hint
+        self._tmp = None
+        if home is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="unsee-agentdojo-")
+            home = self._tmp.name
+        self.u = Unsee(home=home, service_name="unsee-agentdojo")
+        self.sinks = suite_sinks(suite)
+        self.ifc = self.u.ifc(self.sinks, mode="block") if defense in ("ifc", "ifc+forget") else None
+        self.detector = (self.u.detect(mode="sync", policy="auto")
+                         if defense in ("detect+forget", "ifc+forget") else None)
+        self._by_prompt = {t.PROMPT: t for t in suite.user_tasks.values()}
+        self.last: RunRecord | None = None
+        self.runs: list[RunRecord] = []
+
+    def close(self) -> None:
+        self.u.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+    def plan(self, query: str, env: Env) -> Plan:
+        pre = env.model_copy(deep=True)
+        user_task = self._by_prompt.get(query)
+        if user_task is None:  # an injection task run alone: its goal is the query
+            user_task = next((t for t in self.suite.injection_tasks.values() if t.GOAL == query), None)
+        user_calls = list(user_task.ground_truth(pre.model_copy(deep=True))) if user_task is not None else []
+        inj = {tid: (_key(t.GOAL), list(t.ground_truth(pre.model_copy(deep=True))))
+               for tid, t in self.suite.injection_tasks.items()}
+        hint = getattr(user_task, "GROUND_TRUTH_OUTPUT", "") if self.answer_hint else ""
+        return Plan(user_calls, inj, hint or "")
+
+    def query(self, query: str, runtime: FunctionsRuntime, env: Env = EmptyEnv(),
+              messages: Sequence[ChatMessage] = [], extra_args: dict = {}):
+        from langchain.agents import create_agent
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        from unsee.scripted import ScriptedChatModel
+
+        model = ScriptedChatModel(policy=injection_policy(self.plan(query, env)))
+        agent = create_agent(model, make_tools(runtime, env), system_prompt=self.system_prompt,
+                             middleware=[self.u.middleware()], checkpointer=InMemorySaver())
+        thread = f"agentdojo-{self.suite.name}-{uuid.uuid4().hex[:12]}"
+        config = {"configurable": {"thread_id": thread}, "recursion_limit": 100}
+        blocks_before = len([d for d in (self.ifc.decisions if self.ifc else []) if not d.allowed])
+        agent.invoke({"messages": [HumanMessage(query)]}, config)
+        final = list(agent.get_state(config).values["messages"])
+        blocks = len([d for d in (self.ifc.decisions if self.ifc else []) if not d.allowed]) - blocks_before
+        self.last = RunRecord(thread, final, "\n".join(str(m.content) for m in final)
+                              + "\n" + repr([getattr(m, "tool_calls", None) for m in final]), blocks)
+        self.runs.append(self.last)
+        return query, runtime, env, to_agentdojo(final, query), extra_args
+
+
+def make_pipeline(suite: Any, defense: str = "none", **kw: Any):
+    """An AgentDojo ``AgentPipeline`` whose only element is the unsee agent (named after a known model)."""
+    from agentdojo.agent_pipeline.agent_pipeline import AgentPipeline
+
+    element = UnseeAgentElement(suite, defense, **kw)
+    pipeline = AgentPipeline([element])
+    pipeline.name = element.name
+    return pipeline, element

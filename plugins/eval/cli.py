@@ -1,0 +1,49 @@
+"""``unsee bench agentdojo --suite banking --defense ifc [--limit N] [--json FILE]``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(help="Evaluations of unsee defenses.", no_args_is_help=True)
+
+
+@app.callback()
+def _main() -> None:
+    """Evaluations of unsee defenses (keeps `agentdojo` a subcommand)."""
+
+
+@app.command("agentdojo")
+def agentdojo(
+    suite: str = typer.Option("banking", "--suite", help="banking | slack | workspace | travel"),
+    defense: str = typer.Option("none", "--defense", help="none | ifc | detect+forget | ifc+forget | all"),
+    limit: int | None = typer.Option(None, "--limit", help="at most this many user tasks"),
+    user_task: list[str] | None = typer.Option(None, "--user-task", help="user task id (repeatable)"),
+    injection_task: list[str] | None = typer.Option(None, "--injection-task",
+                                                       help="injection task id (repeatable)"),
+    json_file: Path | None = typer.Option(None, "--json", help="write the results as JSON here"),
+) -> None:
+    """Run an AgentDojo suite with the scripted injection-following agent under an unsee defense."""
+    import json
+
+    from .agentdojo_adapter import DEFENSES
+    from .bench import print_summary, run_bench
+
+    defenses = list(DEFENSES) if defense == "all" else [defense]
+    for d in defenses:
+        if d not in DEFENSES:
+            raise typer.BadParameter(f"--defense must be one of {DEFENSES} or all, not {d!r}")
+    results = []
+    for d in defenses:
+        results.append(run_bench(suite, d, user_task or None, injection_task or None, progress=True,
+                                 limit=limit))
+    if len(results) > 1:
+        print_summary(results)
+    if json_file is not None:
+        json_file.write_text(json.dumps(results[0] if len(results) == 1 else results, indent=2))
+        typer.echo(f"wrote {json_file}")
+
+
+if __name__ == "__main__":
+    app()
