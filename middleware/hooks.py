@@ -8,6 +8,8 @@ detected in the prompt) in ``wrap_model_call``, tool calls in
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import uuid
 from typing import Any
@@ -203,43 +205,47 @@ class UnseeMiddleware(AgentMiddleware):
             st.live.pop(r, None)
         return aid
 
+    # -- shared plumbing of the sync and async wraps ------------------------
+    def _intercepted(self, method: str, handler, is_async: bool):
+        """``handler`` routed through the interceptors installed for this session."""
+        chain = self.recorder.interceptors.chain(current_session()[0])
+        if not chain:
+            return handler
+        if is_async:
+            return lambda req: acompose(chain, method, req, handler)
+        return lambda req: compose(chain, method, req, handler)
+
+    @contextlib.contextmanager
+    def _inside(self, call: dict[str, Any], var: contextvars.ContextVar, value: Any):
+        """Run the operation inside its span (and context variable); end the span on failure."""
+        token = var.set(value)
+        try:
+            with trace.use_span(call["span"], end_on_exit=False):
+                yield
+        except BaseException as exc:
+            error_status(call["span"], exc)
+            call["span"].end()
+            raise
+        finally:
+            var.reset(token)
+
     # -- model calls ------------------------------------------------------
     def wrap_model_call(self, request, handler):
-        chain = self.recorder.interceptors.chain(current_session()[0])
-        if chain:
-            inner = handler
-            handler = lambda req: compose(chain, "model_call", req, inner)  # noqa: E731
+        handler = self._intercepted("model_call", handler, is_async=False)
         call = self._pre_model(request)
         if call is None:
             return handler(request)
-        token = current_scope.set(call["scope"])
-        try:
-            with trace.use_span(call["span"], end_on_exit=False):
-                response = handler(request)
-        except BaseException as exc:
-            self._model_failed(call, exc)
-            raise
-        finally:
-            current_scope.reset(token)
+        with self._inside(call, current_scope, call["scope"]):
+            response = handler(request)
         return self._post_model(call, request, response)
 
     async def awrap_model_call(self, request, handler):
-        chain = self.recorder.interceptors.chain(current_session()[0])
-        if chain:
-            inner = handler
-            handler = lambda req: acompose(chain, "model_call", req, inner)  # noqa: E731
+        handler = self._intercepted("model_call", handler, is_async=True)
         call = self._pre_model(request)
         if call is None:
             return await handler(request)
-        token = current_scope.set(call["scope"])
-        try:
-            with trace.use_span(call["span"], end_on_exit=False):
-                response = await handler(request)
-        except BaseException as exc:
-            self._model_failed(call, exc)
-            raise
-        finally:
-            current_scope.reset(token)
+        with self._inside(call, current_scope, call["scope"]):
+            response = await handler(request)
         return self._post_model(call, request, response)
 
     def _pre_model(self, request) -> dict[str, Any] | None:
@@ -284,10 +290,6 @@ class UnseeMiddleware(AgentMiddleware):
         except Exception as exc:
             self.recorder.fail(sid, exc)
             return None
-
-    def _model_failed(self, call, exc: BaseException) -> None:
-        error_status(call["span"], exc)
-        call["span"].end()
 
     def _post_model(self, call, request, response):
         rec, st, span = self.recorder, call["st"], call["span"]
@@ -352,41 +354,21 @@ class UnseeMiddleware(AgentMiddleware):
 
     # -- tool calls -------------------------------------------------------
     def wrap_tool_call(self, request, handler):
-        chain = self.recorder.interceptors.chain(current_session()[0])
-        if chain:
-            inner = handler
-            handler = lambda req: compose(chain, "tool_call", req, inner)  # noqa: E731
+        handler = self._intercepted("tool_call", handler, is_async=False)
         call = self._pre_tool(request)
         if call is None:
             return handler(request)
-        token = current_producer.set((call["sid"], call["cid"]))
-        try:
-            with trace.use_span(call["span"], end_on_exit=False):
-                result = handler(request)
-        except BaseException as exc:
-            self._tool_failed(call, exc)
-            raise
-        finally:
-            current_producer.reset(token)
+        with self._inside(call, current_producer, (call["sid"], call["cid"])):
+            result = handler(request)
         return self._post_tool(call, result)
 
     async def awrap_tool_call(self, request, handler):
-        chain = self.recorder.interceptors.chain(current_session()[0])
-        if chain:
-            inner = handler
-            handler = lambda req: acompose(chain, "tool_call", req, inner)  # noqa: E731
+        handler = self._intercepted("tool_call", handler, is_async=True)
         call = self._pre_tool(request)
         if call is None:
             return await handler(request)
-        token = current_producer.set((call["sid"], call["cid"]))
-        try:
-            with trace.use_span(call["span"], end_on_exit=False):
-                result = await handler(request)
-        except BaseException as exc:
-            self._tool_failed(call, exc)
-            raise
-        finally:
-            current_producer.reset(token)
+        with self._inside(call, current_producer, (call["sid"], call["cid"])):
+            result = await handler(request)
         return self._post_tool(call, result)
 
     def _pre_tool(self, request) -> dict[str, Any] | None:
@@ -420,10 +402,6 @@ class UnseeMiddleware(AgentMiddleware):
         except Exception as exc:
             self.recorder.fail(sid, exc)
             return None
-
-    def _tool_failed(self, call, exc: BaseException) -> None:
-        error_status(call["span"], exc)
-        call["span"].end()
 
     def _post_tool(self, call, result):
         rec, st, span = self.recorder, call["st"], call["span"]
