@@ -149,12 +149,14 @@ class UnseeMiddleware(AgentMiddleware):
         except Exception as exc:
             self.recorder.fail(sid, exc)
 
-    def _end_turn(self) -> None:
+    def _end_turn(self, failed: BaseException | None = None) -> None:
         sid, _ = current_session()
         try:
             st = self.recorder.state(sid)
             with st.lock:
                 if st.root is not None:
+                    if failed is not None:
+                        error_status(st.root, failed)
                     st.root.end()
                     st.root = None
         except Exception as exc:
@@ -225,6 +227,9 @@ class UnseeMiddleware(AgentMiddleware):
         except BaseException as exc:
             error_status(call["span"], exc)
             call["span"].end()
+            # An error escaping a model or tool call ends the run (after_agent will not
+            # run): close the turn so a forget does not wait for a run that is over.
+            self._end_turn(failed=exc)
             raise
         finally:
             var.reset(token)

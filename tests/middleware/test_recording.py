@@ -339,3 +339,30 @@ def test_unknown_session(u):
 
     with pytest.raises(SessionNotFound):
         u.graph("nope")
+
+
+def test_a_failed_run_ends_its_turn(u):
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage, ToolMessage
+    from langchain_core.tools import tool
+
+    from unsee.scripted import call_id
+
+    @tool
+    def boom(x: str) -> str:
+        """Explode."""
+        raise ValueError("kaboom")
+
+    def pol(m, t):
+        if isinstance(m[-1], ToolMessage):
+            return AIMessage(content="after")
+        return AIMessage(content="", tool_calls=[{"name": "boom", "args": {"x": "1"}, "id": call_id(m),
+                                                   "type": "tool_call"}])
+
+    agent = create_agent(ScriptedChatModel(policy=pol), [boom], middleware=[u.middleware()],
+                         checkpointer=InMemorySaver())
+    with pytest.raises(ValueError):
+        say(agent, "e", "hi")
+    assert not u.recorder.is_running("e")  # a forget would not wait for it
+    spans = {s.name: s.status_code for s in u.store.spans("e")}
+    assert spans["execute_tool boom"] == "ERROR" and spans["invoke_agent agent"] == "ERROR"
