@@ -26,8 +26,8 @@ from .hashing import short_id
 from .interception import acompose, compose
 from .recorder import ModelCallScope, Recorder, current_producer, current_scope, error_status, json_dumps
 from .records import ArtifactType, CheckpointKind
-from .session_state import SessionState
-from .tools import EFFECT_KEY, effect_of  # noqa: F401
+from .session_state import MESSAGE_TYPES, SessionState
+from .tools import effect_of
 
 log = logging.getLogger("unsee.hooks")
 
@@ -72,11 +72,6 @@ def message_artifact(session_id: str, message: BaseMessage) -> tuple[str, Artifa
 
 def tool_call_artifact_id(session_id: str, call_id: str) -> str:
     return short_id("call", call_id)
-
-
-def effect_of_tool(tool: Any) -> str | None:
-    """The declared effect of a tool (``tool.metadata["unsee.effect"]``), or None."""
-    return effect_of(tool)
 
 
 def provider_of(model: Any) -> tuple[str, str]:
@@ -342,19 +337,15 @@ class UnseeMiddleware(AgentMiddleware):
                         st, ArtifactType.TOOL_CALL, cid, json_dumps({"name": c["name"], "args": c["args"]}),
                         parents=(mt_id,), committed=False, count_tokens=False,
                         attrs={"tool": c["name"], "call_id": c.get("id"), "return_step": ret_step,
-                               "effect": effect_of_tool(tools_by_name.get(c["name"]))},
+                               "effect": effect_of(tools_by_name.get(c["name"]))},
                     )
                     rec.add_artifact_event(st, span, tc)
-                st.live = {k: None for k in manifest if st.types.get(k) in _MESSAGE_TYPES}
+                st.live = {k: None for k in manifest if st.types.get(k) in MESSAGE_TYPES}
                 st.live[mt_id] = None
                 st.last_manifest = frozenset(manifest)
             span.end()
         except Exception as exc:
-            rec.fail(st.session_id, exc)
-            try:
-                span.end()
-            except Exception:
-                pass
+            rec.fail_span(st.session_id, span, exc)
         return response
 
     # -- tool calls -------------------------------------------------------
@@ -384,7 +375,7 @@ class UnseeMiddleware(AgentMiddleware):
             tc = request.tool_call
             name = tc.get("name", "unknown")
             cid = tool_call_artifact_id(sid, tc.get("id") or "")
-            effect = effect_of_tool(request.tool)
+            effect = effect_of(request.tool)
             with st.lock:
                 step = st.return_steps.pop(cid, None)
                 if step is None:
@@ -425,16 +416,9 @@ class UnseeMiddleware(AgentMiddleware):
                 rec.set_primary(st, span, a)
             span.end()
         except Exception as exc:
-            rec.fail(st.session_id, exc)
-            try:
-                span.end()
-            except Exception:
-                pass
+            rec.fail_span(st.session_id, span, exc)
         return result
 
-
-_MESSAGE_TYPES = frozenset({ArtifactType.USER_INPUT, ArtifactType.MODEL_TURN, ArtifactType.TOOL_RETURN,
-                            ArtifactType.SUMMARY})
 
 
 def _ai_message_of(response: Any) -> AIMessage | None:

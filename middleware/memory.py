@@ -13,6 +13,7 @@ middleware becomes a ``memory_write`` artifact whose parent is the tool call
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -34,6 +35,12 @@ NamespaceFn = Callable[[dict[str, Any]], Namespace]
 
 def source_key(namespace: Sequence[str], key: str) -> str:
     return "memory:" + "/".join(namespace) + "/" + key
+
+
+def parse_source_key(src: str) -> tuple[tuple[str, ...], str]:
+    """The inverse of :func:`source_key`: ``memory:a/b/key`` -> ``(("a", "b"), "key")``."""
+    path = src.split(":", 1)[1].split("/")
+    return tuple(path[:-1]), path[-1]
 
 
 def render_item(key: str, value: Any) -> str:
@@ -122,30 +129,26 @@ class MemoryInjectionMiddleware(AgentMiddleware):
 
     def wrap_model_call(self, request, handler):
         items = self.store.search(self._namespace(), limit=self.limit)
-        return self._with_scope(lambda: handler(self._inject(request, items)))
+        with _shared_scope():
+            return handler(self._inject(request, items))
 
     async def awrap_model_call(self, request, handler):
         items = await self.store.asearch(self._namespace(), limit=self.limit)
-        scope, token = self._scope()
-        try:
+        with _shared_scope():
             return await handler(self._inject(request, items))
-        finally:
-            if token is not None:
-                current_scope.reset(token)
 
-    def _scope(self):
-        if current_scope.get() is not None:
-            return current_scope.get(), None
-        scope = ModelCallScope()
-        return scope, current_scope.set(scope)
 
-    def _with_scope(self, fn):
-        _, token = self._scope()
-        try:
-            return fn()
-        finally:
-            if token is not None:
-                current_scope.reset(token)
+@contextlib.contextmanager
+def _shared_scope():
+    """Use the recorder's model-call scope if it wraps us; otherwise open one it will find."""
+    if current_scope.get() is not None:
+        yield
+        return
+    token = current_scope.set(ModelCallScope())
+    try:
+        yield
+    finally:
+        current_scope.reset(token)
 
 
 def _dump(value: Any) -> str | None:

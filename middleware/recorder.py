@@ -141,6 +141,14 @@ class Recorder:
         if session_id:
             self.store.mark_failure(session_id, repr(exc))
 
+    def fail_span(self, session_id: str, span: Span, exc: BaseException) -> None:
+        """A recording failure inside an operation: count it and still close the span."""
+        self.fail(session_id, exc)
+        try:
+            span.end()
+        except Exception:
+            log.debug("ending the span of a failed recording failed", exc_info=True)
+
     # -- primitives -------------------------------------------------------
     def artifact(
         self,

@@ -104,18 +104,21 @@ def support_policy(messages: Sequence[BaseMessage], tool_names: Sequence[str]) -
     if isinstance(last, ToolMessage):
         return AIMessage(content=f"Done. {last.content}")
     text = str(last.content)
-    calls = []
-    if m := re.search(r"T-\d+", text):
-        calls = [{"name": "lookup_ticket", "args": {"ticket_id": m.group(0)}}]
-    elif "entitled" in text and (m := re.search(r"\d{4}", text)):
-        calls = [{"name": "check_entitlement", "args": {"order_id": m.group(0)}}]
-    elif "refund" in text and (m := re.search(r"\d{4}", text)):
-        calls = [{"name": "issue_refund", "args": {"order_id": m.group(0), "amount": 49.90}}]
-    elif "case note" in text:
+    name = intended_tool(text)
+    order = re.search(r"\d{4}", text)
+    args = None
+    if name == "lookup_ticket":
+        args = {"ticket_id": re.search(r"T-\d+", text).group(0)}
+    elif name == "check_entitlement" and order:
+        args = {"order_id": order.group(0)}
+    elif name == "issue_refund" and order:
+        args = {"order_id": order.group(0), "amount": 49.90}
+    elif name == "save_case_note":
         found = [str(m.content) for m in messages if isinstance(m, ToolMessage) and "Ticket" in str(m.content)]
-        calls = [{"name": "save_case_note", "args": {"note": found[-1] if found else "no ticket found"}}]
-    elif "remember" in text.lower():
-        calls = [{"name": "remember", "args": {"fact": text.split("remember that", 1)[-1].strip(" .")}}]
+        args = {"note": found[-1] if found else "no ticket found"}
+    elif name == "remember":
+        args = {"fact": text.split("remember that", 1)[-1].strip(" .")}
+    calls = [{"name": name, "args": args}] if args is not None else []
     if calls:
         return AIMessage(content="", tool_calls=[
             {**c, "id": call_id(messages, i), "type": "tool_call"} for i, c in enumerate(calls)])

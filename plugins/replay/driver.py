@@ -20,7 +20,7 @@ from langchain_core.messages import HumanMessage, RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from unsee.middleware.hooks import message_artifact
-from unsee.middleware.memory import RecordingStore, StoreOverlay
+from unsee.middleware.memory import RecordingStore, StoreOverlay, parse_source_key
 from unsee.middleware.records import ArtifactType
 
 from . import crash
@@ -59,9 +59,7 @@ def _memory_replacement(plan: ReplayPlan, store: RecordingStore | None, target: 
     """The counterfactual memory item when z entered through a memory read."""
     if store is None or plan.entry.type is not ArtifactType.MEMORY_READ or not plan.entry.source_ids:
         return {}
-    src = plan.entry.source_ids[0]  # memory:<ns...>/<key>
-    path = src.split(":", 1)[1].split("/")
-    ns, key = tuple(path[:-1]), path[-1]
+    ns, key = parse_source_key(plan.entry.source_ids[0])
     item = store.inner.get(ns, key)
     return {(ns, key): _sanitize_value(item.value if item else None, target)}
 

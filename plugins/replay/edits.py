@@ -11,6 +11,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage
 
 from unsee.middleware.hooks import message_artifact
+from unsee.middleware.memory import parse_source_key
 from unsee.middleware.records import ArtifactType
 
 from .driver import _thread_cfg, _sanitize_value, recording_store
@@ -67,7 +68,7 @@ def apply_edit(u: Any, agent: Any, plan: ReplayPlan, target: str, strategy: str)
         for aid in plan.closure:
             a = g.get(aid)
             if a.type is ArtifactType.MEMORY_WRITE and store is not None and a.source_ids:
-                ns, key = _split_source(a.source_ids[0])
+                ns, key = parse_source_key(a.source_ids[0])
                 store.inner.delete(ns, key)
         return [f"B4: removed {len(removed)} messages of I(z) from the live state"]
     if strategy == "B6":
@@ -86,16 +87,11 @@ def apply_edit(u: Any, agent: Any, plan: ReplayPlan, target: str, strategy: str)
     raise ValueError(strategy)
 
 
-def _split_source(src: str) -> tuple[tuple[str, ...], str]:
-    path = src.split(":", 1)[1].split("/")
-    return tuple(path[:-1]), path[-1]
-
-
 def _redact_store_item(agent: Any, entry, target: str) -> None:
     store = recording_store(agent)
     if store is None or not entry.source_ids:
         return
-    ns, key = _split_source(entry.source_ids[0])
+    ns, key = parse_source_key(entry.source_ids[0])
     item = store.inner.get(ns, key)
     if item is not None:
         store.inner.put(ns, key, _sanitize_value(item.value, target))

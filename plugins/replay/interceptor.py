@@ -25,7 +25,8 @@ from typing import Any, Literal
 from langchain.agents.middleware.types import ModelResponse
 from langchain_core.messages import AIMessage, ToolMessage
 
-from unsee.middleware.hooks import _ai_message_of, effect_of_tool, text_of
+from unsee.middleware.hooks import _ai_message_of, text_of
+from unsee.middleware.tools import effect_of
 
 from .events import sanitize
 from .plan import RecordedCall, RecordedTurn, ReplayPlan
@@ -147,7 +148,7 @@ class ReplayInterceptor:
 
     def _decide(self, request) -> tuple[str, Any]:
         tc = request.tool_call
-        effect = effect_of_tool(request.tool)
+        effect = effect_of(request.tool)
         rec = self._match(tc)
         if effect == "read":
             if rec is not None and rec.return_content is not None:

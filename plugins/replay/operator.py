@@ -89,7 +89,7 @@ class Forgetter:
                                 wall_time_s=time.perf_counter() - t0,
                                 notes=["finished a commit interrupted earlier" if state != "done"
                                        else "this event was already applied"])
-        self.recover(session, agent) if u.store.pending_commits(session) else None
+        self.recover(session, agent)
         plan = self.plan(session, event, strategy)
         crash.point("plan")
         if dry_run:

@@ -70,8 +70,8 @@ class ReplayPlan:
     calls_by_id: dict[str, RecordedCall] = field(default_factory=dict)
 
     def fired_external(self) -> list[RecordedCall]:
-        return [c for t in self.model_turns for c in t.calls if c.effect != "read" and c.effect != "write"
-                and c.return_id is not None]
+        return [c for t in self.model_turns for c in t.calls
+                if c.effect not in ("read", "write") and c.return_id is not None]
 
 
 def fork_checkpoint(g: ProvenanceGraph, tau: int) -> Checkpoint | None:
