@@ -58,7 +58,7 @@ def message_artifact(session_id: str, message: BaseMessage) -> tuple[str, Artifa
     artifacts, which is what lets a counterfactual graph replace the old one.
     """
     if isinstance(message, ToolMessage):
-        return short_id("tr", message.tool_call_id), ArtifactType.TOOL_RETURN
+        return tool_return_artifact_id(message.tool_call_id), ArtifactType.TOOL_RETURN
     if message.id is None:
         return None
     if is_summary(message):
@@ -72,6 +72,11 @@ def message_artifact(session_id: str, message: BaseMessage) -> tuple[str, Artifa
 
 def tool_call_artifact_id(session_id: str, call_id: str) -> str:
     return short_id("call", call_id)
+
+
+def tool_return_artifact_id(call_id: str) -> str:
+    """The artifact id of the return of tool call ``call_id`` (session-independent, like all ids)."""
+    return short_id("tr", call_id)
 
 
 def provider_of(model: Any) -> tuple[str, str]:
@@ -405,7 +410,7 @@ class UnseeMiddleware(AgentMiddleware):
             msg = _tool_message_of(result)
             text = text_of(msg) if msg is not None else ""
             with st.lock:
-                aid = short_id("tr", call["call_id"] or "")
+                aid = tool_return_artifact_id(call["call_id"] or "")
                 a = rec.artifact(
                     st, ArtifactType.TOOL_RETURN, aid, text, parents=(call["cid"],),
                     source_ids=(f"tool:{call['name']}",), step=call["step"],

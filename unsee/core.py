@@ -211,28 +211,36 @@ class Unsee:
         return write_jaeger_json(self.store.spans(thread_id), Path(path))
 
     # -- information-flow control -------------------------------------------
-    def ifc(self, sinks=(), *, mode: str = "block", trusted_sources=()):
+    def ifc(self, sinks=(), *, mode: str = "block", trusted_sources=(), endorse=None):
         """Block (or ``ask``/``audit``) tool calls whose identifier sinks carry an
         identifier that came from an untrusted or revoked observation.
 
         ``sinks``: ``["send_money.recipient", "send_email.to", ...]`` (or mark
-        tool functions with ``@identifier_sinks("recipient")``).
+        tool functions with ``@identifier_sinks("recipient")``). ``endorse``:
+        an endorser such as ``u.detect(...)``; observations whose recorded
+        content it vets count as trusted (see ``docs/ifc.md``).
         """
         from unsee.plugins.ifc.adapter import IFCInterceptor
 
         if self.ifc_interceptor is None:
-            self.ifc_interceptor = IFCInterceptor(self, sinks, mode=mode, trusted_sources=trusted_sources)
+            self.ifc_interceptor = IFCInterceptor(self, sinks, mode=mode, trusted_sources=trusted_sources,
+                                                  endorse=endorse)
             self.recorder.interceptors.add_global(self.ifc_interceptor)
+        elif endorse is not None:
+            self.ifc_interceptor.set_endorser(endorse)
         return self.ifc_interceptor
 
-    def detect(self, detectors=None, *, mode: str = "async", policy: str = "auto", min_score: float = 0.5):
+    def detect(self, detectors=None, *, mode: str = "async", policy: str = "auto", min_score: float = 0.5,
+               side_effects: str = "defer"):
         """Injection detectors whose findings become revocation events (see
-        ``unsee.plugins.detect.revocation``). Default detector: the rule-based one."""
+        ``unsee.plugins.detect.revocation``). Default detector: the rule-based one.
+        ``side_effects``: what an automatic forget does with external calls only
+        the counterfactual makes (``defer`` | ``ask`` | ``execute``)."""
         from unsee.plugins.detect.revocation import DetectionService
         from unsee.plugins.detect.rules import RuleDetector
 
         svc = DetectionService(self, list(detectors or [RuleDetector()]), mode=mode, policy=policy,
-                               min_score=min_score)
+                               min_score=min_score, side_effects=side_effects)
         if mode == "sync":
             self.recorder.interceptors.add_global(svc)
         return svc

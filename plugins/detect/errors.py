@@ -28,3 +28,11 @@ class DetectorFailed(DetectError, RuntimeError):
         super().__init__(f"detector {detector!r} failed: {reason}")
         self.detector = detector
         self.reason = reason
+
+
+class InvalidSetting(DetectError, ValueError):
+    """A detection setting (mode, policy, side-effect policy) outside its allowed values."""
+
+    def __init__(self, name: str, value: object, allowed: tuple[str, ...]):
+        super().__init__(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
+        self.name, self.value, self.allowed = name, value, allowed

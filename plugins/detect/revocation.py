@@ -13,6 +13,12 @@ Two ways a verdict arrives (``u.detect(detectors, mode=..., policy=...)``):
   is forgotten at once (``auto``: B7, waiting for a run in progress to end),
   queued for an operator (``queue``: ``pending``/``apply_pending``) or only
   reported (``alert``). ``start(interval)`` scans in a background thread.
+
+The service is also an *endorser* for the IFC plugin
+(``u.ifc(sinks, endorse=svc)``): :meth:`DetectionService.endorsed` vets
+observations as recorded now (detectors find nothing in them), caching each
+verdict per content hash, so an observation sanitized by a forget is vetted
+again.
 """
 
 from __future__ import annotations
@@ -25,9 +31,12 @@ from typing import Any, Literal
 
 from langchain_core.messages import ToolMessage
 
+from unsee.middleware.context import current_session
+from unsee.middleware.hooks import tool_return_artifact_id
 from unsee.middleware.records import OBSERVATION_TYPES, ArtifactType
 
 from .base import Finding
+from .errors import DetectorFailed, InvalidSetting
 from .hooks import run_detectors
 
 log = logging.getLogger("unsee.detect")
@@ -64,11 +73,21 @@ class DetectionService:
     policy: Policy = "auto"
     min_score: float = 0.5
     strategy: str = "B7"
+    #: what B7 does with external calls only the counterfactual makes: "defer" | "ask" | "execute"
+    side_effects: str = "defer"
     verdicts: list[Verdict] = field(default_factory=list)
     _scanned: dict[str, set[str]] = field(default_factory=dict)
+    #: (artifact id, content hash) -> whether detectors found nothing in that content
+    _vetted: dict[tuple[str, str], bool] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+
+    def __post_init__(self) -> None:
+        for name, allowed in (("mode", ("sync", "async")), ("policy", ("auto", "queue", "alert")),
+                              ("side_effects", ("defer", "ask", "execute"))):
+            if getattr(self, name) not in allowed:
+                raise InvalidSetting(name, getattr(self, name), allowed)
 
     # -- sync: an interceptor -------------------------------------------------
     def model_call(self, request, handler):
@@ -80,12 +99,13 @@ class DetectionService:
     def _screen(self, result):
         if self.mode != "sync" or not isinstance(result, ToolMessage) or not isinstance(result.content, str):
             return result
-        found = run_detectors(self.detectors, result.content, min_score=self.min_score)
+        aid = tool_return_artifact_id(result.tool_call_id or "")
+        found = run_detectors(self.detectors, result.content, aid, min_score=self.min_score)
         if not found:
             return result
+        session = current_session()[0] or ""
         for f in found:
-            self.verdicts.append(Verdict("", result.tool_call_id, f, None,
-                                         "applied" if self.policy == "auto" else "alerted"))
+            self.verdicts.append(Verdict(session, aid, f, None, "applied" if self.policy == "auto" else "alerted"))
         if self.policy != "auto":
             return result
         return result.model_copy(update={"content": redact(result.content, found)})
@@ -125,11 +145,43 @@ class DetectionService:
 
     def _apply(self, v: Verdict, wait: bool = True) -> None:
         try:
-            v.report = self.u.forget(v.session_id, v.event, self.strategy, wait=wait)
+            v.report = self.u.forget(v.session_id, v.event, self.strategy, wait=wait,
+                                     side_effects=self.side_effects)
             v.status = "applied"
         except Exception as exc:  # reported on the verdict, never lost
             log.warning("automatic revocation failed: %s", exc)
             v.status, v.error = "failed", f"{type(exc).__name__}: {exc}"
+
+    # -- endorsement for the IFC plugin ----------------------------------------
+    def endorsed(self, session: str, graph: Any, artifact_ids: Iterable[str]) -> set[str]:
+        """The observations among ``artifact_ids`` whose recorded content the detectors vet.
+
+        Run on demand (the IFC asks at a sink call, so this is where a verdict
+        is awaited), cached per content hash. A detector that fails vets
+        nothing (the call stays blocked) and is logged.
+        """
+        out: set[str] = set()
+        for aid in artifact_ids:
+            if aid not in graph:
+                continue
+            a = graph.get(aid)
+            if a.type not in (ArtifactType.TOOL_RETURN, ArtifactType.MEMORY_READ):
+                continue
+            key = (aid, a.content_hash)
+            with self._lock:
+                clean = self._vetted.get(key)
+            if clean is None:
+                try:
+                    clean = not run_detectors(self.detectors, graph.content(aid) or "", aid,
+                                              min_score=self.min_score)
+                except DetectorFailed as exc:
+                    log.warning("endorsement of %s in %s failed: %s", aid, session, exc)
+                    continue
+                with self._lock:
+                    self._vetted[key] = clean
+            if clean:
+                out.add(aid)
+        return out
 
     def pending(self) -> list[Verdict]:
         return [v for v in self.verdicts if v.status == "queued"]

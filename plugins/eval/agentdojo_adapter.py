@@ -18,7 +18,9 @@ same under replay.
 Defenses (:data:`DEFENSES`): ``none``; ``ifc`` (identifier sinks per suite,
 mode ``block``); ``detect+forget`` (the rule detector screening tool returns
 synchronously, ``policy="auto"``: flagged spans are removed before the model
-or the record see them); ``ifc+forget`` (both).
+or the record see them); ``ifc+forget`` (both, the detector endorsing for the
+IFC the observations it vetted: identifiers the task read from a clean or
+sanitized observation may reach sinks).
 """
 
 from __future__ import annotations
@@ -310,9 +312,11 @@ class UnseeAgentElement(BasePipelineElement):
             home = self._tmp.name
         self.u = Unsee(home=home, service_name="unsee-agentdojo")
         self.sinks = suite_sinks(suite)
-        self.ifc = self.u.ifc(self.sinks, mode="block") if defense in ("ifc", "ifc+forget") else None
         self.detector = (self.u.detect(mode="sync", policy="auto")
                          if defense in ("detect+forget", "ifc+forget") else None)
+        # ifc+forget: what the detector vetted (or the forget sanitized) is endorsed for sinks
+        self.ifc = (self.u.ifc(self.sinks, mode="block", endorse=self.detector)
+                    if defense in ("ifc", "ifc+forget") else None)
         self._by_prompt = {t.PROMPT: t for t in suite.user_tasks.values()}
         self.last: RunRecord | None = None
         self.runs: list[RunRecord] = []

@@ -3,7 +3,7 @@
 - :mod:`.extract` — identifiers in text (IBAN, account, card, phone, e-mail,
   URL, domain, BTC, ETH) and their normalization; pluggable extractors
   (:func:`register_extractor`).
-- :mod:`.labels` — ``trusted`` / ``untrusted`` / ``revoked`` labels of every
+- :mod:`.labels` — ``trusted`` / ``untrusted`` / ``revoked`` / ``endorsed`` labels of every
   artifact of a provenance graph (:func:`label_graph`).
 - :mod:`.policy` — sinks (:class:`SinkSpec`), :func:`decide` and
   :func:`identifiers_by_label`, :class:`Decision` records.
@@ -37,7 +37,7 @@ from .extract import (
     register_extractor,
     unregister_extractor,
 )
-from .labels import REVOKED, TRUSTED, UNTRUSTED, label_graph, own_labels, source_matches
+from .labels import ENDORSED, REVOKED, TRUSTED, UNTRUSTED, label_graph, own_labels, source_matches
 from .policy import (
     MODES,
     Decision,
@@ -45,6 +45,7 @@ from .policy import (
     SinkSpec,
     declared_sinks,
     decide,
+    endorsed_identifiers,
     evaluate,
     identifier_sinks,
     identifiers_by_label,
@@ -52,11 +53,11 @@ from .policy import (
 )
 
 __all__ = [
-    "MODES", "REVOKED", "TRUSTED", "UNTRUSTED",
+    "ENDORSED", "MODES", "REVOKED", "TRUSTED", "UNTRUSTED",
     "Decision", "DuplicateExtractor", "Evidence", "ExtractorRegistry", "IFCError", "Identifier",
     "InvalidExtractor", "InvalidMode", "InvalidSinkSpec", "PolicyViolation", "SinkSpec",
     "UnknownExtractor",
-    "builtin_registry", "decide", "declared_sinks", "default_registry", "evaluate", "extract",
+    "builtin_registry", "decide", "declared_sinks", "default_registry", "endorsed_identifiers", "evaluate", "extract",
     "identifier_sinks", "identifiers_by_label", "label_graph", "make_identifier", "match_key",
     "normalize", "own_labels", "parse_sinks", "register_extractor", "source_matches",
     "unregister_extractor",

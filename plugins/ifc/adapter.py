@@ -9,6 +9,16 @@ with ``Command(resume=True)`` to allow), ``audit`` lets it run. Every
 decision is a span event on the tool's span with its evidence (artifact ids,
 labels, sinks, keyed hashes of the identifiers: never their text).
 
+Endorsement (``u.ifc(..., endorse=u.detect(...))``): when a call would be
+flagged, the untrusted observations that introduced its identifiers are put to
+an *endorser* (anything with ``endorsed(session, graph, artifact_ids) ->
+set[str]``, such as the injection-detection service): those whose recorded
+content it vets become ``trusted`` + ``endorsed`` and the call is decided
+again. A sink call is thus where a detector's verdict is awaited: with the
+detector screening synchronously, or forgetting late verdicts (B7), the
+observations left in the state are the vetted ones, and identifiers the task
+legitimately read from them (the IBAN on a bill the user asked to pay) pass.
+
 Interceptors fail closed: an error in deciding propagates to the run.
 """
 
@@ -16,22 +26,52 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from langchain_core.messages import ToolMessage
 from opentelemetry import trace
 
 from unsee.middleware.context import current_session
+from unsee.middleware.records import ArtifactType
 
 from .policy import Decision, SinkSpec, declared_sinks, evaluate, parse_sinks
 
 EVENT = "unsee.ifc.decision"
 
 
+class Endorser(Protocol):
+    """Vets observations for the IFC policy (e.g. ``DetectionService``)."""
+
+    def endorsed(self, session: str, graph: Any, artifact_ids: Iterable[str]) -> set[str]: ...
+
+
+def _unvetted_sources(graph: Any, artifact_ids: Iterable[str]) -> list[str]:
+    """The tool returns and memory reads that ``artifact_ids`` are or derive from, in recording order.
+
+    Only observations can be vetted; derived text (a model turn carrying an
+    identifier) is endorsed through them: when every untrusted observation
+    behind it is vetted, nothing untrusted reaches it any more.
+    """
+    seen: set[str] = set()
+    stack = [i for i in artifact_ids if i in graph]
+    while stack:
+        aid = stack.pop()
+        if aid in seen:
+            continue
+        seen.add(aid)
+        stack.extend(p for p in graph.get(aid).parents if p in graph and p not in seen)
+    found = [graph.get(i) for i in seen]
+    return [a.id for a in sorted(found, key=lambda a: a.seq)
+            if a.type in (ArtifactType.TOOL_RETURN, ArtifactType.MEMORY_READ)]
+
+
 class IFCInterceptor:
     def __init__(self, u: Any, sinks: Iterable[SinkSpec | str] = (), *, mode: str = "block",
-                 trusted_sources: Iterable[str] = (), reset_at_trusted_sources: bool = True):
+                 trusted_sources: Iterable[str] = (), reset_at_trusted_sources: bool = True,
+                 endorse: Endorser | None = None):
         self.u = u
+        self.endorser: Endorser | None = None
+        self.set_endorser(endorse)
         self.sinks = tuple(parse_sinks(list(sinks)))
         self.mode = mode
         self.trusted_sources = tuple(trusted_sources)
@@ -39,6 +79,12 @@ class IFCInterceptor:
         self._revoked: dict[str, set[str]] = {}
         self._lock = threading.Lock()
         self.decisions: list[Decision] = []
+
+    def set_endorser(self, endorse: Endorser | None) -> None:
+        if endorse is not None and not callable(getattr(endorse, "endorsed", None)):
+            raise TypeError("endorse= needs an object with endorsed(session, graph, artifact_ids), "
+                            f"not {type(endorse).__name__}")
+        self.endorser = endorse
 
     # -- revocation (B8/B9) ------------------------------------------------
     def revoke(self, session: str, artifact_ids: Iterable[str]) -> None:
@@ -66,9 +112,19 @@ class IFCInterceptor:
             return None
         graph = self.u.graph(thread)
         revoked = self.revoked(thread) | self.revoked(graph.session_id or thread)
-        decision = evaluate(graph, request.tool_call.get("name", ""), request.tool_call.get("args", {}) or {},
-                            sinks, trusted_sources=self.trusted_sources, revoked=revoked, mode=self.mode,
-                            reset_at_trusted_sources=self.reset_at_trusted_sources)
+        name, args = request.tool_call.get("name", ""), request.tool_call.get("args", {}) or {}
+
+        def run(endorsed=frozenset()):
+            return evaluate(graph, name, args, sinks, trusted_sources=self.trusted_sources, revoked=revoked,
+                            mode=self.mode, reset_at_trusted_sources=self.reset_at_trusted_sources,
+                            endorsed=endorsed)
+
+        decision = run()
+        if decision.flagged and self.endorser is not None:
+            asked = _unvetted_sources(graph, decision.artifact_ids)
+            endorsed = frozenset(self.endorser.endorsed(thread, graph, asked)) & frozenset(asked)
+            if endorsed:
+                decision = run(endorsed)
         trace.get_current_span().add_event(EVENT, decision.to_event(hash_of=self.u.hasher.hash))
         self.decisions.append(decision)
         return decision

@@ -327,9 +327,22 @@ def _trim_url(s: str) -> str:
     return s
 
 
+#: a host ending in ".Word" (capitalized) with nothing after: a missing space after a sentence
+_SENTENCE_TAIL = re.compile(r"\.[A-Z][a-z]+$")
+
+
+def _drop_sentence_tail(raw: str) -> str:
+    """``www.site.com.They`` -> ``www.site.com`` (when what remains still has a dot in its host)."""
+    m = _SENTENCE_TAIL.search(raw)
+    if m is None or "/" in raw.split("://", 1)[-1]:
+        return raw
+    head = raw[:m.start()]
+    return head if "." in head.split("://", 1)[-1] else raw
+
+
 def extract_urls(text: str) -> Iterator[Identifier]:
     for m in _URL_RE.finditer(text):
-        raw = _trim_url(m.group())
+        raw = _drop_sentence_tail(_trim_url(m.group()))
         if "." not in raw.split("://", 1)[-1] and "localhost" not in raw.lower():
             continue
         yield Identifier(URL, raw, _norm_url(raw), (m.start(), m.start() + len(raw)))
@@ -355,8 +368,13 @@ def extract_domains(text: str) -> Iterator[Identifier]:
         if tld.lower() in FILE_EXTENSIONS:
             continue
         if tld[0].isupper() and tld[1:].islower():
-            continue  # "Mr.Smith", "end.Next": a missing space, not a domain
-        yield Identifier(DOMAIN, raw, normalize(DOMAIN, raw), m.span(1))
+            # "Mr.Smith", "end.Next": a missing space, not a domain; "site.com.They": the domain before it
+            raw = _drop_sentence_tail(raw)
+            tld = raw.rsplit(".", 1)[-1]
+            if ("." not in raw or not (tld.isalpha() and 2 <= len(tld) <= 24) or tld.lower() in FILE_EXTENSIONS
+                    or (tld[0].isupper() and tld[1:].islower())):
+                continue
+        yield Identifier(DOMAIN, raw, normalize(DOMAIN, raw), (m.start(1), m.start(1) + len(raw)))
 
 
 _BECH32_RE = re.compile(r"(?i)(?<![\w])(?:bc1|tb1)[ac-hj-np-z02-9]{11,71}(?![\w])")

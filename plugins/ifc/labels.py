@@ -9,6 +9,9 @@ Pure logic over a :class:`~unsee.middleware.graph.ProvenanceGraph`:
   source id, or the source id continues after the key with ``/``, ``:`` or
   ``.`` (``memory:users`` matches ``memory:users/42/name`` but not
   ``memory:users_old/1``; ``tool:send`` does not match ``tool:send_money``);
+- a tool return or memory read whose id is in ``endorsed`` (its content was
+  vetted, e.g. an injection detector found nothing in it) is ``trusted`` and
+  ``endorsed``;
 - an artifact named in ``revoked`` (by id, or by a source key matched the same
   way) is ``revoked`` and never ``trusted``;
 - a derived artifact (model turn, plan, tool call, summary, ...) has no label
@@ -29,6 +32,8 @@ from unsee.middleware.records import Artifact, ArtifactType
 TRUSTED = "trusted"
 UNTRUSTED = "untrusted"
 REVOKED = "revoked"
+#: an untrusted observation whose content was vetted (endorsement raises integrity)
+ENDORSED = "endorsed"
 
 #: labels that flow from parent to child
 RESTRICTIVE = frozenset({UNTRUSTED, REVOKED})
@@ -60,11 +65,13 @@ def own_labels(
     revoked: Iterable[str] = (),
     *,
     has_parents: bool | None = None,
+    endorsed: Iterable[str] = (),
 ) -> frozenset[str]:
     """The labels an artifact gets from its own type and sources (before propagation).
 
     ``has_parents`` tells whether any parent is in the graph (default: the
     record has parents at all); a derived artifact with none is trusted.
+    ``endorsed``: ids of observations whose content was vetted.
     """
     trusted_sources = tuple(trusted_sources)
     revoked = tuple(revoked)
@@ -72,13 +79,16 @@ def own_labels(
     if artifact.type is ArtifactType.USER_INPUT:
         labels.add(TRUSTED)
     elif artifact.type in _EXTERNAL:
-        labels.add(TRUSTED if _any_source(artifact, trusted_sources) else UNTRUSTED)
+        if artifact.id in endorsed:
+            labels |= {TRUSTED, ENDORSED}
+        else:
+            labels.add(TRUSTED if _any_source(artifact, trusted_sources) else UNTRUSTED)
     elif not (bool(artifact.parents) if has_parents is None else has_parents):
         labels.add(TRUSTED)
     if artifact.id in revoked or _any_source(artifact, revoked):
         labels.add(REVOKED)
     if labels & RESTRICTIVE:
-        labels.discard(TRUSTED)
+        labels -= {TRUSTED, ENDORSED}
     return frozenset(labels)
 
 
@@ -88,6 +98,7 @@ def label_graph(
     revoked: Iterable[str] = (),
     *,
     reset_at_trusted_sources: bool = False,
+    endorsed: Iterable[str] = (),
 ) -> dict[str, frozenset[str]]:
     """Labels of every artifact of ``graph``, keyed by id, in recording order.
 
@@ -100,15 +111,21 @@ def label_graph(
     by untrusted data). ``reset_at_trusted_sources=True`` treats a declared
     trusted source's content as trusted whatever led to the call; ``revoked``
     still flows.
+
+    ``endorsed`` are ids of tool returns / memory reads whose content was
+    vetted (an injection detector found nothing in it as recorded): they are
+    ``trusted`` and ``endorsed`` whatever led to the call, since the
+    endorsement is about that content; ``revoked`` still flows and wins.
     """
     trusted_sources = tuple(trusted_sources)
     revoked = tuple(revoked)
+    endorsed = frozenset(endorsed)
     artifacts = list(graph)
     own: dict[str, frozenset[str]] = {}
     present: dict[str, tuple[str, ...]] = {}
     for a in artifacts:
         present[a.id] = tuple(p for p in a.parents if p in graph)
-        own[a.id] = own_labels(a, trusted_sources, revoked, has_parents=bool(present[a.id]))
+        own[a.id] = own_labels(a, trusted_sources, revoked, has_parents=bool(present[a.id]), endorsed=endorsed)
     flows: dict[str, frozenset[str]] = {}
     # Parents are recorded before children, so one pass in seq order suffices;
     # a parent recorded later than its child (or a cycle) is settled by further
@@ -120,7 +137,8 @@ def label_graph(
             inherited: set[str] = set()
             for p in present[a.id]:
                 inherited |= flows.get(p, frozenset())
-            if reset_at_trusted_sources and TRUSTED in own[a.id] and a.type in _EXTERNAL:
+            if TRUSTED in own[a.id] and a.type in _EXTERNAL and (
+                    reset_at_trusted_sources or ENDORSED in own[a.id]):
                 inherited &= {REVOKED}
             new = frozenset(restrictive | inherited)
             if flows.get(a.id) != new:
@@ -131,7 +149,10 @@ def label_graph(
             break
     out: dict[str, frozenset[str]] = {}
     for a in artifacts:
-        out[a.id] = flows[a.id] if flows[a.id] else frozenset({TRUSTED})
+        if flows[a.id]:
+            out[a.id] = flows[a.id]
+        else:
+            out[a.id] = frozenset({TRUSTED, ENDORSED}) if ENDORSED in own[a.id] else frozenset({TRUSTED})
     return out
 
 

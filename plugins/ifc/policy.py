@@ -31,7 +31,7 @@ from unsee.middleware.graph import ProvenanceGraph
 
 from .errors import InvalidMode, InvalidSinkSpec
 from .extract import ExtractorRegistry, _alnum, extract, match_key, prepare
-from .labels import REVOKED, UNTRUSTED, is_restricted, is_trusted, label_graph
+from .labels import ENDORSED, REVOKED, UNTRUSTED, is_restricted, is_trusted, label_graph
 
 Mode = Literal["block", "ask", "audit"]
 MODES: tuple[str, ...] = ("block", "ask", "audit")
@@ -144,6 +144,8 @@ class Decision:
     matched identifier (normalized), ``identifiers`` all of them; ``reason``
     is written for the model (an error tool message) and for people. When
     evidence is revoked, the reason does not repeat the identifier.
+    ``endorsements`` are the endorsed observations that vouched for an
+    identifier in a sink that untrusted data also carried (why it passed).
     """
 
     action: str
@@ -154,6 +156,7 @@ class Decision:
     evidence: tuple[Evidence, ...]
     reason: str
     mode: str = "block"
+    endorsements: tuple[Evidence, ...] = ()
 
     @property
     def allowed(self) -> bool:
@@ -190,6 +193,8 @@ class Decision:
         }
         if hash_of is not None and self.identifiers:
             attrs["unsee.ifc.identifier_hashes"] = [hash_of(i) for i in self.identifiers]
+        if self.endorsements:
+            attrs["unsee.ifc.endorsed"] = [e.artifact_id for e in self.endorsements]
         return attrs
 
 
@@ -316,6 +321,7 @@ def decide(
     *,
     labels: Mapping[str, frozenset[str]] | None = None,
     min_key_length: int = MIN_KEY_LENGTH,
+    endorsed_identifiers: Mapping[str, Iterable[str]] | None = None,
 ) -> Decision:
     """Decide one tool call.
 
@@ -325,6 +331,9 @@ def decide(
     input (both from :func:`identifiers_by_label`). ``labels`` (from
     :func:`~unsee.plugins.ifc.labels.label_graph`) puts each evidence
     artifact's labels on the decision and orders evidence by recording order.
+    ``endorsed_identifiers`` (from :func:`endorsed_identifiers`) maps
+    identifiers that endorsed observations carry to those observations: an
+    untrusted identifier they vouch for is allowed, and the decision names them.
     """
     mode = _check_mode(mode)
     sinks = parse_sinks(sinks)
@@ -353,10 +362,23 @@ def decide(
         evidence_ids.update(untrusted_identifiers[ident])
 
     checked = ", ".join(f"{tool}.{a}" for a in names)
+    # which endorsed observations carry an identifier that is in a sink value (they vouched for it)
+    endorsed_ids: set[str] = set()
+    if endorsed_identifiers:
+        bare = _haystacks(tool, args, sinks, ())[1]
+        for ident, ids in endorsed_identifiers.items():
+            if any(h.contains(ident, min_key_length) for h in bare):
+                endorsed_ids.update(ids)
+    endorsements = tuple(
+        Evidence(i, tuple(sorted(labels.get(i, frozenset({ENDORSED})))) if labels else (ENDORSED,))
+        for i in _order(endorsed_ids, labels))
     if not matched:
-        return Decision(ALLOW, tool, names, None, (), (),
-                        f"{tool}: sink values ({checked}) carry no identifier from untrusted or revoked data",
-                        mode)
+        why = "carry no identifier from untrusted or revoked data"
+        if endorsements:
+            why = ("carry identifiers from untrusted data only where endorsed observations vouch for them "
+                   f"({', '.join(e.artifact_id for e in endorsements[:5])})")
+        return Decision(ALLOW, tool, names, None, (), (), f"{tool}: sink values ({checked}) {why}", mode,
+                        endorsements)
 
     evidence = tuple(
         Evidence(i, tuple(sorted(labels.get(i, frozenset()))) if labels else ())
@@ -364,7 +386,7 @@ def decide(
     )
     hit = tuple(a for a in names if a in hit_args)
     return Decision(mode, tool, hit, matched[0], tuple(matched), evidence,
-                    _reason(mode, tool, hit, matched, evidence), mode)
+                    _reason(mode, tool, hit, matched, evidence), mode, endorsements)
 
 
 def _reason(mode: str, tool: str, args: tuple[str, ...], matched: list[str],
@@ -426,6 +448,23 @@ def identifiers_by_label(
     return untrusted, trusted
 
 
+def endorsed_identifiers(
+    graph: ProvenanceGraph,
+    labels: Mapping[str, frozenset[str]],
+    *,
+    registry: ExtractorRegistry | None = None,
+) -> dict[str, set[str]]:
+    """Identifiers carried by endorsed observations, each mapped to those observations' ids."""
+    out: dict[str, set[str]] = {}
+    for aid, lbl in labels.items():
+        if ENDORSED not in lbl or not is_trusted(lbl):
+            continue
+        text = graph.content(aid)
+        for ident in extract(text, registry=registry) if text else ():
+            out.setdefault(ident.normalized, set()).add(aid)
+    return out
+
+
 def evaluate(
     graph: ProvenanceGraph,
     tool: str,
@@ -437,9 +476,16 @@ def evaluate(
     mode: str = "block",
     registry: ExtractorRegistry | None = None,
     reset_at_trusted_sources: bool = False,
+    endorsed: Iterable[str] = (),
 ) -> Decision:
-    """Label the graph, collect identifiers, decide: the whole pure pipeline in one call."""
+    """Label the graph, collect identifiers, decide: the whole pure pipeline in one call.
+
+    ``endorsed``: ids of observations whose content was vetted (see
+    :func:`~unsee.plugins.ifc.labels.label_graph`).
+    """
     _check_mode(mode)
-    labels = label_graph(graph, trusted_sources, revoked, reset_at_trusted_sources=reset_at_trusted_sources)
+    labels = label_graph(graph, trusted_sources, revoked, reset_at_trusted_sources=reset_at_trusted_sources,
+                         endorsed=endorsed)
     untrusted, trusted = identifiers_by_label(graph, labels, registry=registry)
-    return decide(tool, args, sinks, untrusted, trusted, mode, labels=labels)
+    vouched = endorsed_identifiers(graph, labels, registry=registry) if endorsed else None
+    return decide(tool, args, sinks, untrusted, trusted, mode, labels=labels, endorsed_identifiers=vouched)

@@ -108,6 +108,13 @@ def test_domains_excluding_file_names():
     assert normalized(text, "domain") == ["example.com", "pay.evil.com", "acme.org"]
 
 
+def test_missing_space_after_a_sentence_keeps_the_domain():
+    # "www.our-company.com.They sent ..." (an AgentDojo prompt): the domain is the part before ".They"
+    kinds = {(i.kind, i.normalized) for i in extract("post to www.our-company.com.They sent it")}
+    assert kinds == {("url", "http://www.our-company.com"), ("domain", "our-company.com")}
+    assert extract("x.y.Next and Mr.Smith and end.Next") == []
+
+
 def test_crypto_addresses():
     text = ("BTC bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq or 1A1zP1eP5QGefi2DMPTfTL5SLmv7DivfNa; "
             "ETH 0x52908400098527886E0F7030069857D2E4169EE7")
