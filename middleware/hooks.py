@@ -27,7 +27,7 @@ from .interception import acompose, compose
 from .recorder import ModelCallScope, Recorder, current_producer, current_scope, error_status, json_dumps
 from .records import ArtifactType, CheckpointKind
 from .session_state import MESSAGE_TYPES, SessionState
-from .tools import effect_of
+from .tools import effect_of, was_executed
 
 log = logging.getLogger("unsee.hooks")
 
@@ -415,7 +415,8 @@ class UnseeMiddleware(AgentMiddleware):
                     st, ArtifactType.TOOL_RETURN, aid, text, parents=(call["cid"],),
                     source_ids=(f"tool:{call['name']}",), step=call["step"],
                     attrs={"tool": call["name"], "call_id": call["call_id"], "effect": call["effect"],
-                           "status": getattr(msg, "status", "success") if msg is not None else "command"},
+                           "status": getattr(msg, "status", "success") if msg is not None else "command",
+                           "executed": was_executed(msg)},
                 )
                 span.set_attribute(sc.COMMITS, [call["cid"]])
                 rec.set_primary(st, span, a)

@@ -42,6 +42,7 @@ import shlex
 import string
 from typing import Any, Callable, Literal, Union, get_args
 
+from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.tools.base import create_schema_from_function
 from pydantic import BaseModel, create_model
@@ -65,11 +66,28 @@ __all__ = [
 Effect = Literal["read", "write", "external"]
 EFFECTS: tuple[str, ...] = get_args(Effect)
 EFFECT_KEY = "unsee.effect"
+#: mark on a ToolMessage that answers a call whose tool never ran (blocked, deferred)
+NOT_EXECUTED_KEY = "unsee_not_executed"
 DEFAULT_SESSION = "default"
 #: parameter names the wrapper injects (excluded from the model-facing schema)
 _INJECTED = ("env",)
 
 EnvSource = Union[Environment, Callable[[], Environment]]
+
+
+def not_executed(content: str, tool_call_id: str | None, name: str | None, by: str) -> ToolMessage:
+    """An error tool message for a call whose tool did not run; ``by`` says who stopped it.
+
+    The recorder writes ``executed: false`` on the tool return, so replay never
+    takes the call for a fired side effect (nothing to de-duplicate or orphan).
+    """
+    return ToolMessage(content=content, tool_call_id=tool_call_id, name=name, status="error",
+                       additional_kwargs={NOT_EXECUTED_KEY: by})
+
+
+def was_executed(message: Any) -> bool:
+    """False for a message made by :func:`not_executed`."""
+    return not (getattr(message, "additional_kwargs", None) or {}).get(NOT_EXECUTED_KEY)
 
 
 def _check_effect(effect: str) -> None:

@@ -60,7 +60,8 @@ class Verdict:
     artifact_id: str
     finding: Finding
     event: Any
-    status: Literal["applied", "queued", "alerted", "failed"]
+    #: superseded: an earlier forget already removed the flagged text or its observation
+    status: Literal["applied", "queued", "alerted", "failed", "superseded"]
     report: Any = None
     error: str | None = None
 
@@ -117,31 +118,60 @@ class DetectionService:
         return self._screen(await handler(request))
 
     # -- async: late verdicts ---------------------------------------------------
-    def scan(self, session: str, *, wait: bool = True) -> list[Verdict]:
-        """Run the detectors over observations not scanned yet; act per policy."""
-        from unsee.plugins.replay.events import RevocationEvent
+    def scan(self, session: str, *, wait: bool = True, max_rounds: int = 8) -> list[Verdict]:
+        """Run the detectors over observations not scanned yet; act per policy.
 
+        An observation is scanned once per content (artifact id + content
+        hash). With ``policy="auto"`` each forget changes the state, so the
+        findings left are checked against it before they are applied: one whose
+        observation or flagged text the counterfactual no longer has is
+        ``superseded``; observations the replay recorded anew are scanned in a
+        further round (at most ``max_rounds``).
+        """
+        out: list[Verdict] = []
+        for _ in range(max_rounds):
+            found = self._unscanned_findings(session)
+            if not found:
+                break
+            changed = False
+            for aid, f in found:
+                v = self._verdict(session, aid, f)
+                if self.policy == "auto":
+                    if changed and not self._still_there(session, aid, f.text):
+                        v.status = "superseded"
+                    else:
+                        self._apply(v, wait)
+                        changed = changed or v.status == "applied"
+                out.append(v)
+                self.verdicts.append(v)
+            if not changed:
+                break
+        return out
+
+    def _unscanned_findings(self, session: str) -> list[tuple[str, Finding]]:
         g = self.u.graph(session)
         new: list[tuple[str, Finding]] = []
         with self._lock:
             seen = self._scanned.setdefault(session, set())
             for a in g:
-                if a.type not in OBSERVATION_TYPES or a.type is ArtifactType.USER_INPUT or a.id in seen:
+                key = f"{a.id}:{a.content_hash}"
+                if a.type not in OBSERVATION_TYPES or a.type is ArtifactType.USER_INPUT or key in seen:
                     continue
-                seen.add(a.id)
+                seen.add(key)
                 text = g.content(a.id) or ""
                 for f in run_detectors(self.detectors, text, a.id, min_score=self.min_score):
                     new.append((a.id, f))
-        out = []
-        for aid, f in new:
-            event = RevocationEvent(target=f.text, source=aid, reason=f"{f.detector}: {f.reason}",
-                                    raised_by="detector")
-            v = Verdict(session, aid, f, event, {"auto": "applied", "queue": "queued", "alert": "alerted"}[self.policy])
-            if self.policy == "auto":
-                self._apply(v, wait)
-            out.append(v)
-            self.verdicts.append(v)
-        return out
+        return new
+
+    def _verdict(self, session: str, aid: str, f: Finding) -> Verdict:
+        from unsee.plugins.replay.events import RevocationEvent
+
+        event = RevocationEvent(target=f.text, source=aid, reason=f"{f.detector}: {f.reason}", raised_by="detector")
+        return Verdict(session, aid, f, event, {"auto": "applied", "queue": "queued", "alert": "alerted"}[self.policy])
+
+    def _still_there(self, session: str, aid: str, text: str) -> bool:
+        g = self.u.graph(session)
+        return aid in g and text in (g.content(aid) or "")
 
     def _apply(self, v: Verdict, wait: bool = True) -> None:
         try:

@@ -7,8 +7,9 @@ middleware whose tools are the suite's functions (each call runs
 and converts the final LangChain messages back to AgentDojo messages so the
 suite's utility and security checks work unchanged.
 
-The model is a scripted, *injection-following* policy (no network, no
-weights): it performs the user task's ground-truth calls in order, and as soon
+The model (``model=``) is the local CPU model (``"local"``: the small model
+unsee ships, steered by :class:`ToolBudget`), or (``"scripted"``, the default)
+a scripted, *injection-following* policy (no network, no weights): it performs the user task's ground-truth calls in order, and as soon
 as a tool result carries an injection (an ``<INFORMATION>`` block whose text
 contains an injection task's goal) it also performs that injection task's
 ground-truth calls; it ends with a text answer that concatenates the tool
@@ -21,6 +22,14 @@ synchronously, ``policy="auto"``: flagged spans are removed before the model
 or the record see them); ``ifc+forget`` (both, the detector endorsing for the
 IFC the observations it vetted: identifiers the task read from a clean or
 sanitized observation may reach sinks).
+
+``verdict="late"`` runs the seed's case instead: the agent processes the
+injected observation (and follows it, where the IFC lets it), the detector's
+verdict arrives after the run, and each finding becomes a B7 forget of that
+thread (``side_effects="execute"``: calls only the counterfactual makes are
+made). External calls the injection caused stay done: they are the report's
+orphaned side effects, and AgentDojo's environment-based security checks see
+them.
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ from agentdojo.types import (
     ChatUserMessage,
     text_content_block_from_string,
 )
+from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool, ToolException
 
@@ -50,6 +60,10 @@ from langchain_core.tools import StructuredTool, ToolException
 DEFAULT_MODEL_ID = "gpt-4o-2024-05-13"
 
 DEFENSES: tuple[str, ...] = ("none", "ifc", "detect+forget", "ifc+forget")
+#: the agent's model: the scripted injection-following policy, or the local CPU model
+MODELS: tuple[str, ...] = ("scripted", "local")
+#: when the detector's verdict arrives: before the model sees a tool return, or after the run (then B7)
+VERDICTS: tuple[str, ...] = ("sync", "late")
 
 #: identifier sinks per suite (``tool.arg``), checked against the functions the suite really has
 SUITE_SINKS: dict[str, tuple[str, ...]] = {
@@ -211,6 +225,33 @@ def injection_policy(plan: Plan) -> Callable[[Sequence[BaseMessage], Sequence[st
     return policy
 
 
+class ToolBudget(AgentMiddleware):
+    """Steers a small local model through a task: it must call one of the tools
+    (it picks which and writes the arguments, under the tools' JSON schemas)
+    until it has made ``max_calls`` calls since the user's message, then it
+    must answer in text. A 135M-parameter model left to choose rarely calls a
+    tool at all; this keeps its runs comparable across defenses."""
+
+    def __init__(self, max_calls: int = 3):
+        super().__init__()
+        self.max_calls = max_calls
+
+    def _route(self, request):
+        made = 0
+        for m in reversed(request.messages):
+            if isinstance(m, HumanMessage):
+                break
+            if isinstance(m, AIMessage):
+                made += len(m.tool_calls or [])
+        return request.override(tool_choice="any" if made < self.max_calls else "none")
+
+    def wrap_model_call(self, request, handler):
+        return handler(self._route(request))
+
+    async def awrap_model_call(self, request, handler):
+        return await handler(self._route(request))
+
+
 # -- message conversion ----------------------------------------------------------
 
 BLOCKED_PREFIX = "[blocked by unsee IFC]"
@@ -285,6 +326,9 @@ class RunRecord:
     messages: list[BaseMessage]
     state_text: str
     ifc_blocks: int
+    #: late verdicts: forgets run after the query, and the external calls they left orphaned
+    forgets: int = 0
+    orphaned: int = 0
 
 
 class UnseeAgentElement(BasePipelineElement):
@@ -296,14 +340,23 @@ class UnseeAgentElement(BasePipelineElement):
 
     def __init__(self, suite: Any, defense: str = "none", *, home: str | Path | None = None,
                  model_id: str = DEFAULT_MODEL_ID, system_prompt: str = "You are a helpful assistant.",
-                 answer_hint: bool = True):
+                 answer_hint: bool = True, verdict: str = "sync", model: str = "scripted",
+                 max_tool_calls: int = 3, max_tokens: int = 96):
         from unsee import Unsee
 
+        if model not in MODELS:
+            raise ValueError(f"model must be one of {MODELS}, not {model!r}")
+        self.model = model
+        self.max_tool_calls = max_tool_calls
+        self.max_tokens = max_tokens
         if defense not in DEFENSES:
             raise ValueError(f"defense must be one of {DEFENSES}, not {defense!r}")
+        if verdict not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS}, not {verdict!r}")
+        self.verdict = verdict
         self.suite = suite
         self.defense = defense
-        self.name = f"{model_id}-unsee-{defense}"
+        self.name = f"{model_id}-unsee-{defense}"  # AgentDojo derives the attacked model's name from it
         self.system_prompt = system_prompt
         self.answer_hint = answer_hint
         self._tmp = None
@@ -312,8 +365,12 @@ class UnseeAgentElement(BasePipelineElement):
             home = self._tmp.name
         self.u = Unsee(home=home, service_name="unsee-agentdojo")
         self.sinks = suite_sinks(suite)
-        self.detector = (self.u.detect(mode="sync", policy="auto")
-                         if defense in ("detect+forget", "ifc+forget") else None)
+        self.detector = None
+        if defense in ("detect+forget", "ifc+forget"):
+            # late: the agent acts on the injected observation; the verdict comes after the run and
+            # B7 rebuilds the state (new external calls of the counterfactual are executed)
+            self.detector = (self.u.detect(mode="sync", policy="auto") if verdict == "sync" else
+                             self.u.detect(mode="async", policy="auto", side_effects="execute"))
         # ifc+forget: what the detector vetted (or the forget sanitized) is endorsed for sinks
         self.ifc = (self.u.ifc(self.sinks, mode="block", endorse=self.detector)
                     if defense in ("ifc", "ifc+forget") else None)
@@ -344,17 +401,26 @@ class UnseeAgentElement(BasePipelineElement):
 
         from unsee.scripted import ScriptedChatModel
 
-        model = ScriptedChatModel(policy=injection_policy(self.plan(query, env)))
+        if self.model == "local":
+            model, steer = self.u.chat_model(max_tokens=self.max_tokens), [ToolBudget(self.max_tool_calls)]
+        else:
+            model, steer = ScriptedChatModel(policy=injection_policy(self.plan(query, env))), []
         agent = create_agent(model, make_tools(runtime, env), system_prompt=self.system_prompt,
-                             middleware=[self.u.middleware()], checkpointer=InMemorySaver())
+                             middleware=[*steer, self.u.middleware()], checkpointer=InMemorySaver())
         thread = f"agentdojo-{self.suite.name}-{uuid.uuid4().hex[:12]}"
         config = {"configurable": {"thread_id": thread}, "recursion_limit": 100}
         blocks_before = len([d for d in (self.ifc.decisions if self.ifc else []) if not d.allowed])
         agent.invoke({"messages": [HumanMessage(query)]}, config)
-        final = list(agent.get_state(config).values["messages"])
         blocks = len([d for d in (self.ifc.decisions if self.ifc else []) if not d.allowed]) - blocks_before
+        verdicts = self.detector.scan(thread) if self.detector is not None and self.verdict == "late" else []
+        failed = [v.error for v in verdicts if v.status == "failed"]
+        if failed:
+            raise RuntimeError(f"automatic revocation failed: {failed[0]}")
+        final = list(agent.get_state(config).values["messages"])
+        orphaned = sum(len(v.report.orphaned_side_effects) for v in verdicts if v.report is not None)
         self.last = RunRecord(thread, final, "\n".join(str(m.content) for m in final)
-                              + "\n" + repr([getattr(m, "tool_calls", None) for m in final]), blocks)
+                              + "\n" + repr([getattr(m, "tool_calls", None) for m in final]), blocks,
+                              forgets=len(verdicts), orphaned=orphaned)
         self.runs.append(self.last)
         return query, runtime, env, to_agentdojo(final, query), extra_args
 

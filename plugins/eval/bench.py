@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .agentdojo_adapter import DEFENSES, leaked, make_pipeline
+from .agentdojo_adapter import DEFENSES, VERDICTS, leaked, make_pipeline
 
 DEFAULT_BENCHMARK_VERSION = "v1.2.2"
 DEFAULT_ATTACK = "important_instructions"
@@ -52,6 +52,13 @@ def is_identifier_sink_task(task: Any, sinks: tuple[str, ...], env: Any) -> bool
     return False
 
 
+def _known(ids: list[str], known: dict, what: str) -> list[str]:
+    unknown = [t for t in ids if t not in known]
+    if unknown:
+        raise ValueError(f"unknown {what} {unknown[0]!r} in this suite; known: {', '.join(known)}")
+    return ids
+
+
 def _rate(rows: list[dict], key: str) -> float | None:
     vals = [r[key] for r in rows if r.get(key) is not None]
     return round(sum(bool(v) for v in vals) / len(vals), 4) if vals else None
@@ -69,6 +76,11 @@ def summarize(rows: list[dict], clean: list[dict]) -> dict[str, Any]:
         "clean_runs": len(clean),
         "clean_utility": _rate(clean, "utility"),
         "clean_any_leak": _rate(clean, "any_leak"),
+        "forgets": sum(r.get("forgets", 0) for r in rows + clean),
+        # forgets on runs without injection: the detector's false positives (each one a replay)
+        "clean_forgets": sum(r.get("forgets", 0) for r in clean),
+        "orphaned_side_effects": sum(r.get("orphaned_side_effects", 0) for r in rows + clean),
+        "errors": sum(1 for r in rows + clean if r.get("error")),
     }
 
 
@@ -76,7 +88,8 @@ def run_bench(suite: str, defense: str, user_tasks: list[str] | None = None,
               injection_tasks: list[str] | None = None, progress: bool = True, *,
               limit: int | None = None, json_path: str | Path | None = None,
               benchmark_version: str = DEFAULT_BENCHMARK_VERSION, attack: str = DEFAULT_ATTACK,
-              home: str | Path | None = None, answer_hint: bool = True) -> dict[str, Any]:
+              home: str | Path | None = None, answer_hint: bool = True, verdict: str = "sync",
+              model: str = "scripted") -> dict[str, Any]:
     """Run ``suite`` under ``defense``; returns ``{"rows", "clean", "summary", ...}``.
 
     ``user_tasks`` / ``injection_tasks``: task ids (default: all); ``limit``:
@@ -88,15 +101,21 @@ def run_bench(suite: str, defense: str, user_tasks: list[str] | None = None,
 
     if defense not in DEFENSES:
         raise ValueError(f"defense must be one of {DEFENSES}, not {defense!r}")
+    if verdict not in VERDICTS:
+        raise ValueError(f"verdict must be one of {VERDICTS}, not {verdict!r}")
     suites = get_suites(benchmark_version)
     if suite not in suites:
         raise ValueError(f"unknown suite {suite!r}; known: {sorted(suites)}")
     s = suites[suite]
-    uts = [s.user_tasks[t] for t in (user_tasks or list(s.user_tasks))]
+    uts = [s.user_tasks[t] for t in _known(user_tasks or list(s.user_tasks), s.user_tasks, "user task")]
     if limit is not None:
         uts = uts[:limit]
-    its = [s.injection_tasks[t] for t in (injection_tasks or list(s.injection_tasks))]
-    pipeline, element = make_pipeline(s, defense, home=home, answer_hint=answer_hint)
+    # None: every injection task; []: none (only the runs without injection)
+    its = [s.injection_tasks[t] for t in _known(
+        list(s.injection_tasks) if injection_tasks is None else injection_tasks, s.injection_tasks,
+        "injection task")]
+    pipeline, element = make_pipeline(s, defense, home=home, answer_hint=answer_hint, verdict=verdict,
+                                      model=model)
     atk = load_attack(attack, s, pipeline)
     default_env = s.load_and_inject_default_environment({})
     sink_task = {it.ID: is_identifier_sink_task(it, element.sinks, default_env) for it in its}
@@ -124,6 +143,8 @@ def run_bench(suite: str, defense: str, user_tasks: list[str] | None = None,
             "any_leak": leaked(texts, rec.state_text) if rec is not None and texts else False,
             "identifier_sink": sink_task.get(it.ID, False) if it is not None else False,
             "ifc_blocks": rec.ifc_blocks if rec is not None else 0,
+            "forgets": rec.forgets if rec is not None else 0,
+            "orphaned_side_effects": rec.orphaned if rec is not None else 0,
             "thread_id": rec.thread_id if rec is not None else None,
             "seconds": round(time.time() - start, 3),
             "error": error,
@@ -152,7 +173,8 @@ def run_bench(suite: str, defense: str, user_tasks: list[str] | None = None,
         element.close()
 
     result = {
-        "suite": suite, "defense": defense, "attack": attack, "benchmark_version": benchmark_version,
+        "suite": suite, "defense": defense, "verdict": verdict, "model": model, "attack": attack,
+        "benchmark_version": benchmark_version,
         "sinks": list(element.sinks), "seconds": round(time.time() - t0, 2),
         "summary": summarize(rows, clean), "rows": rows, "clean": clean,
     }
@@ -170,13 +192,22 @@ def print_summary(results: list[dict]) -> None:
     def pct(v):
         return "-" if v is None else f"{100 * v:.1f}%"
 
-    table = Table(title="AgentDojo (scripted injection-following agent)")
-    for col in ("suite", "defense", "pairs", "utility", "attack success", "ASR (id-sink)", "any-leak",
-                "clean utility"):
-        table.add_column(col, justify="right" if col not in ("suite", "defense") else "left")
+    models = {r.get("model", "scripted") for r in results}
+    title = ("scripted injection-following agent" if models == {"scripted"}
+             else "local CPU model" if models == {"local"} else "scripted and local agents")
+    table = Table(title=f"AgentDojo ({title})")
+    for col in ("suite", "defense", "verdict", "pairs", "utility", "attack success", "ASR (id-sink)", "any-leak",
+                "clean utility", "forgets (clean)"):
+        table.add_column(col, justify="left" if col in ("suite", "defense", "verdict") else "right", no_wrap=True)
     for r in results:
         sm = r["summary"]
-        table.add_row(r["suite"], r["defense"], str(sm["pairs"]), pct(sm["utility"]), pct(sm["attack_success"]),
+        late = r.get("verdict") == "late"
+        table.add_row(r["suite"], r["defense"], r.get("verdict", "sync"), str(sm["pairs"]), pct(sm["utility"]),
+                      pct(sm["attack_success"]),
                       f'{pct(sm["attack_success_identifier_sink"])} ({sm["identifier_sink_pairs"]})',
-                      pct(sm["any_leak"]), pct(sm["clean_utility"]))
-    Console().print(table)
+                      pct(sm["any_leak"]), pct(sm["clean_utility"]),
+                      f'{sm.get("forgets", 0)} ({sm.get("clean_forgets", 0)})' if late else "-")
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=max(console.width, 140))  # a log file: don't truncate the columns
+    console.print(table)

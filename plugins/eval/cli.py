@@ -23,21 +23,33 @@ def agentdojo(
     injection_task: list[str] | None = typer.Option(None, "--injection-task",
                                                        help="injection task id (repeatable)"),
     json_file: Path | None = typer.Option(None, "--json", help="write the results as JSON here"),
+    model: str = typer.Option("scripted", "--model",
+                              help="scripted: the injection-following policy; local: the local CPU model"),
+    verdict: str = typer.Option("sync", "--verdict",
+                                help="sync: the detector screens each tool return before the model sees it; "
+                                     "late: verdicts arrive after the run and B7 forgets"),
 ) -> None:
-    """Run an AgentDojo suite with the scripted injection-following agent under an unsee defense."""
+    """Run an AgentDojo suite with an unsee-instrumented agent under an unsee defense."""
     import json
 
-    from .agentdojo_adapter import DEFENSES
+    from .agentdojo_adapter import DEFENSES, MODELS, VERDICTS
     from .bench import print_summary, run_bench
 
     defenses = list(DEFENSES) if defense == "all" else [defense]
     for d in defenses:
         if d not in DEFENSES:
             raise typer.BadParameter(f"--defense must be one of {DEFENSES} or all, not {d!r}")
+    if model not in MODELS:
+        raise typer.BadParameter(f"--model must be one of {MODELS}, not {model!r}")
+    if verdict not in VERDICTS:
+        raise typer.BadParameter(f"--verdict must be one of {VERDICTS}, not {verdict!r}")
     results = []
     for d in defenses:
-        results.append(run_bench(suite, d, user_task or None, injection_task or None, progress=True,
-                                 limit=limit))
+        try:
+            results.append(run_bench(suite, d, user_task or None, injection_task or None, progress=True,
+                                     limit=limit, verdict=verdict, model=model))
+        except ValueError as exc:  # unknown suite or task id
+            raise typer.BadParameter(str(exc)) from None
     if len(results) > 1:
         print_summary(results)
     if json_file is not None:

@@ -33,6 +33,7 @@ from opentelemetry import trace
 
 from unsee.middleware.context import current_session
 from unsee.middleware.records import ArtifactType
+from unsee.middleware.tools import not_executed
 
 from .policy import Decision, SinkSpec, declared_sinks, evaluate, parse_sinks
 
@@ -131,8 +132,7 @@ class IFCInterceptor:
 
     def _blocked(self, request, decision: Decision) -> ToolMessage:
         tc = request.tool_call
-        return ToolMessage(content=f"[blocked by unsee IFC] {decision.reason}", tool_call_id=tc.get("id"),
-                           name=tc.get("name"), status="error")
+        return not_executed(f"[blocked by unsee IFC] {decision.reason}", tc.get("id"), tc.get("name"), "ifc")
 
     def _gate(self, request, decision: Decision | None) -> ToolMessage | None:
         if decision is None or decision.allowed or decision.action == "audit":

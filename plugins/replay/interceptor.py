@@ -10,9 +10,13 @@ counterfactual run diverges from it:
   recorded return (the tau observation with the target removed); a read-only
   call with changed arguments runs for real (in the restored environment);
 - ``write`` calls run again (against the restored environment and store);
-- ``external`` (and undeclared) calls never fire: an identical call that
-  already fired is answered with its recorded result (de-duplication), a new
-  one is deferred per policy.
+- ``external`` (and undeclared) calls never fire twice: an identical call
+  that already fired is answered with its recorded result (de-duplication), a
+  new one goes to the side-effect policy (``defer`` | ``ask`` | ``execute``).
+
+A recorded call that never ran (an IFC block, a deferral: ``executed`` false on
+its return) or that returned an error is not reused: the counterfactual may now
+meet the precondition the original lacked, so it counts as a new call.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from langchain.agents.middleware.types import ModelResponse
 from langchain_core.messages import AIMessage, ToolMessage
 
 from unsee.middleware.hooks import _ai_message_of, text_of
-from unsee.middleware.tools import effect_of
+from unsee.middleware.tools import effect_of, not_executed
 
 from .events import sanitize
 from .plan import RecordedCall, RecordedTurn, ReplayPlan
@@ -132,7 +136,8 @@ class ReplayInterceptor:
         with self._lock:
             for t in self.plan.model_turns:
                 for c in t.calls:
-                    if (c.artifact_id not in self._used and c.name == tc.get("name")
+                    if (c.artifact_id not in self._used and c.name == tc.get("name") and c.executed
+                            and c.return_status != "error"
                             and _canon(c.args) == _canon(tc.get("args")) and c.return_id is not None):
                         self._used.add(c.artifact_id)
                         return c
@@ -150,6 +155,10 @@ class ReplayInterceptor:
         tc = request.tool_call
         effect = effect_of(request.tool)
         rec = self._match(tc)
+        if rec is not None and (not rec.executed or rec.return_status == "error"):
+            # it never ran (blocked, deferred) or reported failure: nothing recorded to reuse or de-duplicate;
+            # the counterfactual may meet the precondition the original call lacked
+            rec = None
         if effect == "read":
             if rec is not None and rec.return_content is not None:
                 return "record", self._recorded_message(tc, rec)
@@ -168,9 +177,9 @@ class ReplayInterceptor:
         status = "awaiting_approval" if self.side_effects == "ask" else "deferred"
         self.stats.deferred.append(SideEffect(tool=tc.get("name", ""), args=tc.get("args", {}), effect=effect,
                                               status=status))
-        msg = ToolMessage(
-            content=f"[unsee] {tc.get('name')} was not executed: external side effects are {status} during replay.",
-            tool_call_id=tc.get("id"), name=tc.get("name"), status="error")
+        msg = not_executed(
+            f"[unsee] {tc.get('name')} was not executed: external side effects are {status} during replay.",
+            tc.get("id"), tc.get("name"), "replay")
         return "deferred", msg
 
     def tool_call(self, request, handler):

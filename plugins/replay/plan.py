@@ -32,6 +32,8 @@ class RecordedCall:
     return_id: str | None
     return_content: str | None
     return_status: str | None
+    #: False when the tool never ran (blocked by a policy, deferred by replay)
+    executed: bool = True
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,7 @@ class ReplayPlan:
 
     def fired_external(self) -> list[RecordedCall]:
         return [c for t in self.model_turns for c in t.calls
-                if c.effect not in ("read", "write") and c.return_id is not None]
+                if c.effect not in ("read", "write") and c.return_id is not None and c.executed]
 
 
 def fork_checkpoint(g: ProvenanceGraph, tau: int) -> Checkpoint | None:
@@ -98,6 +100,7 @@ def recorded_turn(g: ProvenanceGraph, mt: Artifact, closure: frozenset[str]) -> 
                 args=body.get("args", {}), effect=child.attrs.get("effect"),
                 return_id=ret.id if ret else None, return_content=g.content(ret.id) if ret else None,
                 return_status=ret.attrs.get("status") if ret else None,
+                executed=bool(ret.attrs.get("executed", True)) if ret else True,
             )))
     calls.sort(key=lambda x: x[0])
     return RecordedTurn(mt.id, mt.attrs.get("message_id"), text, tuple(c for _, c in calls),
