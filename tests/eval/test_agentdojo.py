@@ -1,4 +1,5 @@
-"""AgentDojo through unsee with the scripted injection-following agent (offline, a few pairs)."""
+"""AgentDojo through unsee (offline, a few pairs): the scripted injection-following agent under each
+defense, with sync and late detector verdicts, and the local CPU model on one task."""
 
 import pytest
 
@@ -15,11 +16,11 @@ PAIRS = {
 _cache: dict = {}
 
 
-def bench(suite, defense):
-    if (suite, defense) not in _cache:
+def bench(suite, defense, verdict="sync"):
+    if (suite, defense, verdict) not in _cache:
         uts, its = PAIRS[suite]
-        _cache[suite, defense] = run_bench(suite, defense, uts, its, progress=False)
-    return _cache[suite, defense]
+        _cache[suite, defense, verdict] = run_bench(suite, defense, uts, its, progress=False, verdict=verdict)
+    return _cache[suite, defense, verdict]
 
 
 @pytest.mark.parametrize("suite", sorted(PAIRS))
@@ -42,9 +43,10 @@ def test_ifc_stops_identifier_sink_attacks(suite):
 def test_ifc_forget_leaves_no_injected_text(suite):
     none, ifc, both = bench(suite, "none"), bench(suite, "ifc"), bench(suite, "ifc+forget")
     assert both["summary"]["any_leak"] == 0 and both["summary"]["attack_success"] == 0
-    # forgetting costs nothing on clean runs beyond what IFC's blocking costs
-    assert both["summary"]["clean_utility"] >= ifc["summary"]["clean_utility"]
-    assert both["summary"]["clean_utility"] <= none["summary"]["clean_utility"]
+    # IFC alone blocks legitimate sends whose recipient was read from a tool result; with the detector
+    # endorsing what it vetted, clean runs lose nothing against no defense
+    assert ifc["summary"]["clean_utility"] < none["summary"]["clean_utility"]
+    assert both["summary"]["clean_utility"] == none["summary"]["clean_utility"]
 
 
 @pytest.mark.parametrize("suite", sorted(PAIRS))
@@ -52,6 +54,44 @@ def test_detect_forget_keeps_clean_utility(suite):
     none, det = bench(suite, "none"), bench(suite, "detect+forget")
     assert det["summary"]["any_leak"] == 0
     assert det["summary"]["clean_utility"] >= none["summary"]["clean_utility"]
+
+
+@pytest.mark.parametrize("suite", sorted(PAIRS))
+def test_late_verdicts_forget_after_the_run(suite):
+    none, late = bench(suite, "none"), bench(suite, "ifc+forget", "late")
+    sm = late["summary"]
+    assert sm["errors"] == 0 and sm["forgets"] > 0
+    assert sm["any_leak"] == 0  # every injected text is gone from the final state
+    assert sm["attack_success_identifier_sink"] == 0  # IFC held the sinks until the verdict
+    assert sm["clean_utility"] == none["summary"]["clean_utility"]
+    assert late["verdict"] == "late" and all(x["forgets"] for x in late["rows"])
+
+
+def test_unknown_task_ids_are_clear_errors():
+    with pytest.raises(ValueError, match="unknown user task 'user_task_999'"):
+        run_bench("banking", "none", ["user_task_999"], [], progress=False)
+    with pytest.raises(ValueError, match="unknown injection task"):
+        run_bench("slack", "none", ["user_task_1"], ["injection_task_0"], progress=False)
+    with pytest.raises(ValueError, match="verdict"):
+        run_bench("slack", "none", ["user_task_1"], [], progress=False, verdict="soon")
+
+
+def test_local_model_runs_a_suite_task(tmp_path):
+    # the local CPU model (SmolLM2, steered to call tools) on one banking task, no injection, under IFC
+    from agentdojo.task_suite.load_suites import get_suites
+    from unsee import ArtifactType, Unsee
+
+    r = run_bench("banking", "ifc", ["user_task_0"], [], progress=False, model="local", home=tmp_path)
+    assert r["model"] == "local" and r["summary"]["clean_runs"] == 1 and r["summary"]["errors"] == 0
+    u = Unsee(home=tmp_path)
+    try:
+        g = u.graph(r["clean"][0]["thread_id"])
+        returns = g.of_type(ArtifactType.TOOL_RETURN)
+        tools = {f.name for f in get_suites("v1.2.2")["banking"].tools}
+        assert returns and {a.attrs["tool"] for a in returns} <= tools  # schema-valid calls of suite tools
+        assert len(g.of_type(ArtifactType.MODEL_TURN)) >= 2
+    finally:
+        u.close()
 
 
 def test_cli_writes_json(tmp_path):
@@ -66,3 +106,12 @@ def test_cli_writes_json(tmp_path):
     assert res.exit_code == 0, res.output
     data = json.loads(out.read_text())
     assert data["summary"]["pairs"] == 1 and data["rows"][0]["attack_success"] is False
+
+
+def test_cli_rejects_unknown_tasks_and_settings():
+    from typer.testing import CliRunner
+    from unsee.plugins.eval.cli import app
+
+    for args in (["--user-task", "user_task_999"], ["--verdict", "soon"], ["--model", "gpt-9"]):
+        res = CliRunner().invoke(app, ["agentdojo", "--suite", "banking", *args])
+        assert res.exit_code == 2, res.output

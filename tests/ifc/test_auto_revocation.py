@@ -41,3 +41,29 @@ def test_sync_screening_removes_the_injection_before_the_model_sees_it(tmp_path)
     assert sent == []  # the policy found no IBAN to follow
     g = u.graph("s")
     assert all("INFORMATION" not in (g.content(a.id) or "") for a in g)
+
+
+def test_a_second_observation_with_the_same_injection_is_handled_after_the_first_forget(tmp_path):
+    # the inbox is read twice: two findings; the first forget rebuilds the state, then the second is
+    # either gone from the counterfactual (superseded) or forgotten too; none fails
+    u, agent, sent, _ = setup(tmp_path, mode="audit")
+    say(agent, "check my inbox")
+    say(agent, "check my inbox again")
+    svc = u.detect(mode="async", policy="auto")
+    verdicts = svc.scan("s")
+    assert len(verdicts) >= 2
+    assert {v.status for v in verdicts} <= {"applied", "superseded"}, [v.error for v in verdicts]
+    live = agent.get_state({"configurable": {"thread_id": "s"}}).values["messages"]
+    assert "INFORMATION" not in repr(live)
+    assert svc.scan("s") == []
+
+
+def test_detection_settings_are_checked(tmp_path):
+    import pytest
+
+    from unsee.plugins.detect.errors import InvalidSetting
+
+    u, *_ = setup(tmp_path)
+    for kw in ({"mode": "later"}, {"policy": "maybe"}, {"side_effects": "fire"}):
+        with pytest.raises(InvalidSetting):
+            u.detect(**kw)

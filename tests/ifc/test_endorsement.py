@@ -180,3 +180,22 @@ def test_endorser_must_have_endorsed(tmp_path):
     with pytest.raises(TypeError, match="endorsed"):
         u.ifc(["send_money.recipient"], endorse=object())
     u.close()
+
+
+def test_late_verdict_then_the_blocked_payment_is_made_once_in_the_counterfactual(tmp_path):
+    # async: the sink blocks both payments (the bill carries an injection); the late verdict forgets
+    # the injected block, and in the counterfactual the IFC vets the sanitized bill: the bill's own
+    # IBAN is paid (side_effects="execute"); the blocked calls never ran, so none is "orphaned"
+    bill = f"Car rental 98.70 to {BILL_IBAN}\n{INJECTION}"
+    u, sent, _ = agent_with(tmp_path, bill, endorse="async")
+    assert sent == []
+    svc = u.ifc_interceptor.endorser
+    svc.side_effects = "execute"
+    verdicts = svc.scan("s")
+    applied = [v for v in verdicts if v.status == "applied"]
+    assert applied, [v.error for v in verdicts]
+    assert sent == [BILL_IBAN]
+    assert all(not v.report.orphaned_side_effects for v in applied)
+    g = u.graph("s")
+    assert ATTACKER not in " ".join(g.content(a.id) or "" for a in g)
+    u.close()
