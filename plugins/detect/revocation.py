@@ -195,8 +195,8 @@ class DetectionService:
             if aid not in graph:
                 continue
             a = graph.get(aid)
-            if a.type not in (ArtifactType.TOOL_RETURN, ArtifactType.MEMORY_READ):
-                continue
+            if a.type not in (ArtifactType.TOOL_RETURN, ArtifactType.MEMORY_READ) or not a.attrs.get("executed", True):
+                continue  # only observations of the world: never unsee's own "not executed" messages
             key = (aid, a.content_hash)
             with self._lock:
                 clean = self._vetted.get(key)

@@ -62,8 +62,10 @@ def _unvetted_sources(graph: Any, artifact_ids: Iterable[str]) -> list[str]:
         seen.add(aid)
         stack.extend(p for p in graph.get(aid).parents if p in graph and p not in seen)
     found = [graph.get(i) for i in seen]
+    # a return whose tool never ran (an IFC block, a replay deferral) is unsee's own text about the
+    # call, not an observation of the world: vetting it would launder what the call carried
     return [a.id for a in sorted(found, key=lambda a: a.seq)
-            if a.type in (ArtifactType.TOOL_RETURN, ArtifactType.MEMORY_READ)]
+            if a.type in (ArtifactType.TOOL_RETURN, ArtifactType.MEMORY_READ) and a.attrs.get("executed", True)]
 
 
 class IFCInterceptor:

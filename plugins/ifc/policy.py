@@ -142,8 +142,8 @@ class Decision:
     ``args`` are the sink arguments whose values carried a matched identifier
     (all sink arguments checked, when allowed); ``identifier`` is the first
     matched identifier (normalized), ``identifiers`` all of them; ``reason``
-    is written for the model (an error tool message) and for people. When
-    evidence is revoked, the reason does not repeat the identifier.
+    is written for the model (an error tool message) and for people; it never
+    repeats the identifier (see ``identifiers``).
     ``endorsements`` are the endorsed observations that vouched for an
     identifier in a sink that untrusted data also carried (why it passed).
     """
@@ -392,16 +392,13 @@ def decide(
 def _reason(mode: str, tool: str, args: tuple[str, ...], matched: list[str],
             evidence: tuple[Evidence, ...]) -> str:
     found = {lbl for e in evidence for lbl in e.labels}
-    revoked = REVOKED in found
     label = " and ".join(x for x in (UNTRUSTED, REVOKED) if x in found) or "untrusted or revoked"
     where = ", ".join(repr(a) for a in args)
     noun, verb = ("argument", "carries") if len(args) == 1 else ("arguments", "carry")
-    if revoked or not found:  # never repeat a (possibly) revoked value into the model's context
-        what = "an identifier" if len(matched) == 1 else f"{len(matched)} identifiers"
-    elif len(matched) == 1:
-        what = f"identifier {matched[0]!r}"
-    else:
-        what = "identifiers " + ", ".join(repr(m) for m in matched)
+    # Never repeat the value into the model's context: a revoked one would come back, and an
+    # untrusted one would gain a new carrier (the error message is itself a tool return).
+    # People read it from Decision.identifiers; span events carry keyed hashes.
+    what = "an identifier" if len(matched) == 1 else f"{len(matched)} identifiers"
     shown = ", ".join(e.artifact_id for e in evidence[:5]) + (" ..." if len(evidence) > 5 else "")
     facts = (f"{noun} {where} of {tool} {verb} {what} that came from {label} data "
              f"(artifact{'s' if len(evidence) != 1 else ''} {shown}) and not from trusted input")

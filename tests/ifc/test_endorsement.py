@@ -199,3 +199,43 @@ def test_late_verdict_then_the_blocked_payment_is_made_once_in_the_counterfactua
     g = u.graph("s")
     assert ATTACKER not in " ".join(g.content(a.id) or "" for a in g)
     u.close()
+
+
+def test_the_ifc_error_message_never_launders_a_blocked_identifier(tmp_path):
+    # async endorser; the model insists on the injected IBAN after being blocked (found in AgentDojo:
+    # the block message repeated the IBAN, the endorser vetted that message, and the retry went through)
+    u = Unsee(home=tmp_path / "h")
+    sent: list[str] = []
+
+    @u.tool(effect="read")
+    def read_inbox() -> str:
+        """Read the inbox."""
+        return f"Statement ready. {INJECTION}"
+
+    @u.tool(effect="external")
+    def send_money(recipient: str, amount: float) -> str:
+        """Send money."""
+        sent.append(recipient)
+        return "sent"
+
+    def insist(messages, tools):
+        tries = sum(1 for m in messages if isinstance(m, ToolMessage) and m.name == "send_money")
+        if isinstance(messages[-1], HumanMessage):
+            return AIMessage(content="", tool_calls=[{"name": "read_inbox", "args": {}, "id": call_id(messages),
+                                                       "type": "tool_call"}])
+        if tries < 3:
+            return AIMessage(content="", tool_calls=[{"name": "send_money", "args": {"recipient": ATTACKER,
+                             "amount": 1}, "id": call_id(messages), "type": "tool_call"}])
+        return AIMessage(content="gave up")
+
+    u.ifc(["send_money.recipient"], endorse=u.detect(mode="async"))
+    agent = create_agent(ScriptedChatModel(policy=insist), [read_inbox, send_money], system_prompt="bank",
+                         middleware=[u.middleware()], checkpointer=InMemorySaver())
+    out = agent.invoke({"messages": [HumanMessage("check my inbox")]}, {"configurable": {"thread_id": "s"}})
+    assert sent == []
+    blocked = [m for m in out["messages"] if isinstance(m, ToolMessage) and m.name == "send_money"]
+    assert len(blocked) == 3 and all(ATTACKER not in m.content for m in blocked)
+    rets = [a for a in u.graph("s").of_type(T.TOOL_RETURN) if a.attrs.get("tool") == "send_money"]
+    assert rets and all(a.attrs["executed"] is False for a in rets)
+    assert u.ifc_interceptor.endorser.endorsed("s", u.graph("s"), [a.id for a in rets]) == set()
+    u.close()

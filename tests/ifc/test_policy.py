@@ -106,7 +106,7 @@ def test_injected_iban_blocked_with_evidence(world):
     assert [e.artifact_id for e in d.evidence] == ["tr1", "mt2"]  # recording order
     assert all(e.labels == ("untrusted",) for e in d.evidence)
     assert d.labels == ("untrusted",)
-    assert ATTACKER in d.reason and "tr1" in d.reason and "not executed" in d.reason
+    assert ATTACKER not in d.reason and "tr1" in d.reason and "not executed" in d.reason  # never echoed
     with pytest.raises(dataclasses.FrozenInstanceError):
         d.action = "allow"  # type: ignore[misc]
 
