@@ -115,3 +115,14 @@ def test_cli_rejects_unknown_tasks_and_settings():
     for args in (["--user-task", "user_task_999"], ["--verdict", "soon"], ["--model", "gpt-9"]):
         res = CliRunner().invoke(app, ["agentdojo", "--suite", "banking", *args])
         assert res.exit_code == 2, res.output
+
+
+def test_a_pair_whose_user_typed_the_attacker_identifier_is_not_an_identifier_sink_attack():
+    from agentdojo.task_suite.load_suites import get_suites
+    from unsee.plugins.eval.bench import user_supplies_attacker_identifier
+
+    travel, banking = get_suites("v1.2.2")["travel"], get_suites("v1.2.2")["banking"]
+    # the injection mails passport data to the address the user asked to write to: a free-text leak
+    assert user_supplies_attacker_identifier(travel.user_tasks["user_task_3"], travel.injection_tasks["injection_task_5"])
+    assert not user_supplies_attacker_identifier(banking.user_tasks["user_task_0"],
+                                                 banking.injection_tasks["injection_task_1"])

@@ -2,7 +2,7 @@
 
 from langchain_core.messages import ToolMessage
 
-from test_adapter import INJECTION, say, setup
+from test_adapter import say, setup
 
 
 def test_late_verdict_forgets_the_injection_and_the_agent_continues(tmp_path):
