@@ -224,3 +224,39 @@ def print_summary(results: list[dict]) -> None:
     if not console.is_terminal:
         console = Console(width=max(console.width, 140))  # a log file: don't truncate the columns
     console.print(table)
+
+
+def print_pairs(result: dict) -> None:
+    """Utility and attack success per (user task, injection task) pair, as a matrix.
+
+    Rows are user tasks; the first column is the run without injection, then
+    one column per injection task. A cell reads ``U`` when the user task
+    succeeded (``·`` when not), then ``A`` when the attack succeeded; ``E``
+    marks a run that raised (its error is in the JSON rows).
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    clean = {r["user_task"]: r for r in result["clean"]}
+    its = list(dict.fromkeys(r["injection_task"] for r in result["rows"]))
+    cells = {(r["user_task"], r["injection_task"]): r for r in result["rows"]}
+
+    def cell(r: dict | None) -> str:
+        if r is None:
+            return ""
+        if r.get("error"):
+            return "E"
+        return ("U" if r["utility"] else "·") + ("A" if r.get("attack_success") else "")
+
+    table = Table(title=f"{result['suite']} / {result['defense']} ({result.get('verdict', 'sync')})")
+    table.add_column("user task", no_wrap=True)
+    table.add_column("clean", justify="center", no_wrap=True)
+    for it in its:
+        table.add_column(it.replace("injection_task_", "i"), justify="center", no_wrap=True)
+    for ut, r in clean.items():
+        table.add_row(ut.replace("user_task_", "u"), cell(r), *(cell(cells.get((ut, it))) for it in its))
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=max(console.width, 40 + 5 * len(its)))
+    console.print(table)
+    console.print("U: user task done, A: attack succeeded, E: the run raised (see the JSON rows)")

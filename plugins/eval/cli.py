@@ -25,6 +25,8 @@ def agentdojo(
     json_file: Path | None = typer.Option(None, "--json", help="write the results as JSON here"),
     model: str = typer.Option("scripted", "--model",
                               help="scripted: the injection-following policy; local: the local CPU model"),
+    pairs: bool = typer.Option(True, "--pairs/--no-pairs",
+                               help="print utility and attack success per (user task, injection task) pair"),
     verdict: str = typer.Option("sync", "--verdict",
                                 help="sync: the detector screens each tool return before the model sees it; "
                                      "late: verdicts arrive after the run and B7 forgets"),
@@ -33,7 +35,7 @@ def agentdojo(
     import json
 
     from .agentdojo_adapter import DEFENSES, MODELS, VERDICTS
-    from .bench import print_summary, run_bench
+    from .bench import print_pairs, print_summary, run_bench
 
     defenses = list(DEFENSES) if defense == "all" else [defense]
     for d in defenses:
@@ -50,6 +52,8 @@ def agentdojo(
                                      limit=limit, verdict=verdict, model=model))
         except ValueError as exc:  # unknown suite or task id
             raise typer.BadParameter(str(exc)) from None
+        if pairs:
+            print_pairs(results[-1])
     if len(results) > 1:
         print_summary(results)
     if json_file is not None:

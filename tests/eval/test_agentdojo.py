@@ -104,6 +104,7 @@ def test_cli_writes_json(tmp_path):
     res = CliRunner().invoke(app, ["agentdojo", "--suite", "banking", "--defense", "ifc", "--limit", "1",
                                    "--injection-task", "injection_task_0", "--json", str(out)])
     assert res.exit_code == 0, res.output
+    assert "U: user task done" in res.output and "i0" in res.output  # the per-pair matrix
     data = json.loads(out.read_text())
     assert data["summary"]["pairs"] == 1 and data["rows"][0]["attack_success"] is False
 
