@@ -2,7 +2,7 @@
 
 - :mod:`.extract` — identifiers in text (IBAN, account, card, phone, e-mail,
   URL, domain, BTC, ETH) and their normalization; pluggable extractors
-  (:func:`register_extractor`).
+  (:func:`register_extractor`); percent-decoding in :mod:`.decode`.
 - :mod:`.labels` — ``trusted`` / ``untrusted`` / ``revoked`` / ``endorsed`` labels of every
   artifact of a provenance graph (:func:`label_graph`).
 - :mod:`.policy` — sinks (:class:`SinkSpec`), :func:`decide` and
