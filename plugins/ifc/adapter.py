@@ -25,7 +25,8 @@ Interceptors fail closed: an error in deciding propagates to the run.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections import OrderedDict
+from collections.abc import Iterable, MutableMapping
 from typing import Any, Protocol
 
 from langchain_core.messages import ToolMessage
@@ -68,6 +69,41 @@ def _unvetted_sources(graph: Any, artifact_ids: Iterable[str]) -> list[str]:
             if a.type in (ArtifactType.TOOL_RETURN, ArtifactType.MEMORY_READ) and a.attrs.get("executed", True)]
 
 
+class BoundedLRU(MutableMapping):
+    """A size-bounded, thread-safe mapping (least recently used entries go first)."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._d: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __getitem__(self, k):
+        with self._lock:
+            self._d.move_to_end(k)
+            return self._d[k]
+
+    def __setitem__(self, k, v):
+        with self._lock:
+            self._d[k] = v
+            self._d.move_to_end(k)
+            while len(self._d) > self.size:
+                self._d.popitem(last=False)
+
+    def __delitem__(self, k):
+        with self._lock:
+            del self._d[k]
+
+    def __contains__(self, k):
+        with self._lock:
+            return k in self._d
+
+    def __iter__(self):
+        return iter(list(self._d))
+
+    def __len__(self):
+        return len(self._d)
+
+
 class IFCInterceptor:
     def __init__(self, u: Any, sinks: Iterable[SinkSpec | str] = (), *, mode: str = "block",
                  trusted_sources: Iterable[str] = (), reset_at_trusted_sources: bool = True,
@@ -81,6 +117,8 @@ class IFCInterceptor:
         self.reset_at_trusted_sources = reset_at_trusted_sources
         self._revoked: dict[str, set[str]] = {}
         self._lock = threading.Lock()
+        # identifiers per (artifact, content hash): a long session is extracted once, not at every sink call
+        self._extracted: BoundedLRU = BoundedLRU(200_000)
         self.decisions: list[Decision] = []
 
     def set_endorser(self, endorse: Endorser | None) -> None:
@@ -120,7 +158,7 @@ class IFCInterceptor:
         def run(endorsed=frozenset()):
             return evaluate(graph, name, args, sinks, trusted_sources=self.trusted_sources, revoked=revoked,
                             mode=self.mode, reset_at_trusted_sources=self.reset_at_trusted_sources,
-                            endorsed=endorsed)
+                            endorsed=endorsed, cache=self._extracted)
 
         decision = run()
         if decision.flagged and self.endorser is not None:

@@ -23,14 +23,15 @@ untrusted phone number inside the IBAN the user typed).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
 from unsee.middleware.graph import ProvenanceGraph
 
 from .errors import InvalidMode, InvalidSinkSpec
-from .extract import ExtractorRegistry, _alnum, extract, match_key, prepare
+from .extract import ExtractorRegistry, _alnum, default_registry, extract, match_key, prepare
 from .labels import ENDORSED, REVOKED, UNTRUSTED, is_restricted, is_trusted, label_graph
 
 Mode = Literal["block", "ask", "audit"]
@@ -220,8 +221,12 @@ def _leaves(value: Any) -> list[str]:
     return [str(value)]
 
 
+@lru_cache(maxsize=1 << 16)
 def _soft(text: str) -> str:
     return "".join(prepare(text).casefold().split())
+
+
+_key = lru_cache(maxsize=1 << 16)(match_key)  # identifiers recur across calls: compute each form once
 
 
 _DOMAIN_SHAPE = re.compile(r"^[a-z0-9](?:[a-z0-9\-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9\-]*[a-z0-9])?)*\.[a-z]{2,}$")
@@ -260,16 +265,21 @@ class _Haystack:
     def _uncovered(spans: list[tuple[int, int]], cover: list[tuple[int, int]]) -> bool:
         return any(not any(a <= s and e <= b for a, b in cover) for s, e in spans)
 
-    def contains(self, identifier: str, min_key_length: int) -> bool:
+    def may_contain(self, identifier: str) -> bool:
+        """A cheap necessary condition for :meth:`contains` (plain substring tests)."""
         soft = _soft(identifier)
-        if not soft:
+        return bool(soft) and (soft.removeprefix("www.") in self.soft or _key(identifier) in self.key)
+
+    def contains(self, identifier: str, min_key_length: int) -> bool:
+        if not self.may_contain(identifier):
             return False
+        soft = _soft(identifier)
         if _DOMAIN_SHAPE.match(soft):
             bare = soft.removeprefix("www.")
             return self._uncovered(_domain_occurrences(self.soft, bare), self.soft_cover)
         if self._uncovered(_occurrences(self.soft, soft), self.soft_cover):
             return True
-        key = match_key(identifier)
+        key = _key(identifier)
         return len(key) >= min_key_length and self._uncovered(_occurrences(self.key, key), self.key_cover)
 
 
@@ -347,8 +357,10 @@ def decide(
     matched: list[str] = []
     hit_args: set[str] = set()
     evidence_ids: set[str] = set()
-    for ident in sorted(untrusted_identifiers, key=lambda i: (-len(match_key(i)), i)):
-        if ident in trusted or match_key(ident) in trusted_keys or _soft(ident) in trusted_soft:
+    for ident in sorted(untrusted_identifiers, key=lambda i: (-len(_key(i)), i)):
+        if not any(h.may_contain(ident) for h in hays):
+            continue  # most identifiers of a long session are nowhere in this call's arguments
+        if ident in trusted or _key(ident) in trusted_keys or _soft(ident) in trusted_soft:
             continue  # the user (or other trusted input) supplied it too
         where = [h for h in hays if h.contains(ident, min_key_length)]
         if not where:
@@ -412,11 +424,31 @@ def _reason(mode: str, tool: str, args: tuple[str, ...], matched: list[str],
 
 # -- identifiers per label ----------------------------------------------------
 
+#: (artifact id, content hash, extractor names) -> normalized identifiers of that content
+ExtractionCache = MutableMapping[tuple[str, str, tuple[str, ...]], tuple[str, ...]]
+
+
+def _identifiers_of(graph: ProvenanceGraph, aid: str, registry: ExtractorRegistry | None,
+                    cache: ExtractionCache | None) -> tuple[str, ...]:
+    """Normalized identifiers in an artifact's content, through ``cache`` when its content hash is known."""
+    h = graph.get(aid).content_hash if cache is not None else ""
+    key = (aid, h, (registry or default_registry()).names()) if h else None
+    hit = cache.get(key) if key is not None else None
+    if hit is not None:
+        return hit
+    text = graph.content(aid)
+    found = tuple(dict.fromkeys(i.normalized for i in extract(text, registry=registry))) if text else ()
+    if key is not None:
+        cache[key] = found
+    return found
+
+
 def identifiers_by_label(
     graph: ProvenanceGraph,
     labels: Mapping[str, frozenset[str]],
     *,
     registry: ExtractorRegistry | None = None,
+    cache: ExtractionCache | None = None,
 ) -> tuple[dict[str, set[str]], set[str]]:
     """Identifiers in each artifact's content (``graph.content``), split by label.
 
@@ -424,6 +456,9 @@ def identifiers_by_label(
     identifier found in an untrusted or revoked artifact to those artifacts'
     ids; ``trusted`` is the set of normalized identifiers found in trusted
     artifacts. Artifacts without content or without labels are skipped.
+    ``cache`` (any mutable mapping, kept by the caller across decisions)
+    memoizes extraction per artifact id, content hash and extractor set, so a
+    long session is not re-read at every sink call.
     """
     untrusted: dict[str, set[str]] = {}
     trusted: set[str] = set()
@@ -434,14 +469,11 @@ def identifiers_by_label(
         restricted, ok = is_restricted(lbl), is_trusted(lbl)
         if not (restricted or ok):
             continue
-        text = graph.content(a.id)
-        if not text:
-            continue
-        for ident in extract(text, registry=registry):
+        for ident in _identifiers_of(graph, a.id, registry, cache):
             if restricted:
-                untrusted.setdefault(ident.normalized, set()).add(a.id)
+                untrusted.setdefault(ident, set()).add(a.id)
             else:
-                trusted.add(ident.normalized)
+                trusted.add(ident)
     return untrusted, trusted
 
 
@@ -450,15 +482,15 @@ def endorsed_identifiers(
     labels: Mapping[str, frozenset[str]],
     *,
     registry: ExtractorRegistry | None = None,
+    cache: ExtractionCache | None = None,
 ) -> dict[str, set[str]]:
     """Identifiers carried by endorsed observations, each mapped to those observations' ids."""
     out: dict[str, set[str]] = {}
     for aid, lbl in labels.items():
-        if ENDORSED not in lbl or not is_trusted(lbl):
+        if ENDORSED not in lbl or not is_trusted(lbl) or aid not in graph:
             continue
-        text = graph.content(aid)
-        for ident in extract(text, registry=registry) if text else ():
-            out.setdefault(ident.normalized, set()).add(aid)
+        for ident in _identifiers_of(graph, aid, registry, cache):
+            out.setdefault(ident, set()).add(aid)
     return out
 
 
@@ -474,15 +506,17 @@ def evaluate(
     registry: ExtractorRegistry | None = None,
     reset_at_trusted_sources: bool = False,
     endorsed: Iterable[str] = (),
+    cache: ExtractionCache | None = None,
 ) -> Decision:
-    """Label the graph, collect identifiers, decide: the whole pure pipeline in one call.
+    """Label the graph, collect identifiers, decide: the whole pipeline in one call.
 
     ``endorsed``: ids of observations whose content was vetted (see
-    :func:`~unsee.plugins.ifc.labels.label_graph`).
+    :func:`~unsee.plugins.ifc.labels.label_graph`); ``cache``: see
+    :func:`identifiers_by_label`.
     """
     _check_mode(mode)
     labels = label_graph(graph, trusted_sources, revoked, reset_at_trusted_sources=reset_at_trusted_sources,
                          endorsed=endorsed)
-    untrusted, trusted = identifiers_by_label(graph, labels, registry=registry)
-    vouched = endorsed_identifiers(graph, labels, registry=registry) if endorsed else None
+    untrusted, trusted = identifiers_by_label(graph, labels, registry=registry, cache=cache)
+    vouched = endorsed_identifiers(graph, labels, registry=registry, cache=cache) if endorsed else None
     return decide(tool, args, sinks, untrusted, trusted, mode, labels=labels, endorsed_identifiers=vouched)

@@ -237,3 +237,35 @@ def test_non_string_argument_values():
     assert d.action == "block"
     d = decide("send_money", {"recipient": None}, SINKS, {ATTACKER: {"tr1"}}, set())
     assert d.action == "allow"
+
+
+def test_extraction_cache_gives_the_same_decisions_and_follows_content_changes():
+    from unsee.plugins.ifc.adapter import BoundedLRU
+
+    g = banking_graph()
+    arts = [a.model_copy(update={"content_hash": f"h-{a.id}"}) for a in g]
+    contents = {a.id: g.content(a.id) for a in g}
+    g = ProvenanceGraph(arts, content_of=contents.get)
+    cache = BoundedLRU(1000)
+    for args in ({"recipient": ATTACKER}, {"recipient": USER_IBAN}, {"to": "steal@evil.example"}):
+        tool = "send_email" if "to" in args else "send_money"
+        plain = evaluate(g, tool, args, SINKS)
+        assert evaluate(g, tool, args, SINKS, cache=cache) == plain
+        assert evaluate(g, tool, args, SINKS, cache=cache) == plain  # warm
+    assert len(cache) >= 1
+    # the same artifact with new content (a forget sanitized it): new hash, extracted again
+    arts2 = [a.model_copy(update={"content_hash": "h-tr1-clean"}) if a.id == "tr1" else a for a in arts]
+    contents2 = contents | {"tr1": "2024-03-01 rent 1200.00"}
+    g2 = ProvenanceGraph(arts2, content_of=contents2.get)
+    assert "tr1" not in evaluate(g2, "send_money", {"recipient": ATTACKER}, SINKS, cache=cache).artifact_ids
+
+
+def test_lru_is_bounded():
+    from unsee.plugins.ifc.adapter import BoundedLRU
+
+    c = BoundedLRU(3)
+    for i in range(5):
+        c[i] = i
+    assert list(c) == [2, 3, 4] and c.get(0) is None and c[2] == 2
+    c[5] = 5
+    assert 3 not in c and list(c) == [4, 2, 5]
