@@ -5,7 +5,8 @@ from __future__ import annotations
 DEFAULT_SESSION = "default"
 
 
-def _configurable() -> dict:
+def configurable() -> dict:
+    """``configurable`` of the LangGraph run we are in ({} outside one)."""
     try:
         from langgraph.config import get_config
 
@@ -16,7 +17,7 @@ def _configurable() -> dict:
 
 def current_session() -> tuple[str, str | None]:
     """(thread id, LangGraph parent checkpoint id) of the run we are in."""
-    conf = _configurable()
+    conf = configurable()
     sid = conf.get("thread_id") or DEFAULT_SESSION
     cmap = conf.get("checkpoint_map") or {}
     return str(sid), cmap.get("") or conf.get("checkpoint_id")
@@ -28,5 +29,5 @@ def logical_session() -> str:
     Equal to the thread id, except during a replay, which runs in a scratch
     thread on behalf of the session it rebuilds (``configurable.unsee_session``).
     """
-    conf = _configurable()
+    conf = configurable()
     return str(conf.get("unsee_session") or conf.get("thread_id") or DEFAULT_SESSION)

@@ -28,10 +28,6 @@ from .context import current_session, logical_session
 log = logging.getLogger("unsee.environments")
 
 
-def snapshot_key(s: SnapshotId) -> str:
-    return f"{s.backend}:{s.env_id}:{s.seq}"
-
-
 class SessionEnvironments:
     def __init__(self, factory: Callable[[], Environment],
                  setup: Callable[[str, Environment], None] | None = None,
@@ -102,7 +98,7 @@ class SessionEnvironments:
         return self.env(logical_session())
 
     def _remember(self, snap: SnapshotId, session: str | None = None) -> str:
-        key = snapshot_key(snap)
+        key = str(snap)
         self._snaps[key] = snap
         if session is not None:
             self._latest[session] = key
@@ -115,10 +111,6 @@ class SessionEnvironments:
             if thread in self._replays:
                 return self._remember(self._replays[thread][1].snapshot())
             return self._remember(self.env(thread).snapshot(), thread)
-
-    def initial_snapshot(self, session: str) -> str:
-        self.env(session)
-        return self._initial[session]
 
     # -- replay ------------------------------------------------------------
     def begin_replay(self, scratch: str, session: str, snapshot_id: str | None) -> Environment:

@@ -20,7 +20,7 @@ from langgraph.types import Command
 from opentelemetry import trace
 
 from . import semconv as sc
-from .context import DEFAULT_SESSION, current_session, logical_session  # noqa: F401 (re-exported)
+from .context import current_session
 from .discovery import find_agent
 from .hashing import short_id
 from .interception import acompose, compose

@@ -24,7 +24,8 @@ from langgraph.store.base import BaseStore, Op, PutOp, Result
 
 from . import semconv as sc
 from .hashing import short_id
-from .hooks import current_session, text_of
+from .context import current_session
+from .hooks import text_of
 from .recorder import ModelCallScope, Recorder, current_producer, current_scope
 from .records import ArtifactType, CheckpointKind
 from .store import Batch

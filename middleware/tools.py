@@ -46,11 +46,10 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.tools.base import create_schema_from_function
 from pydantic import BaseModel, create_model
-
 from unsee.sandbox.base import Environment, ExecResult
+from unsee.sandbox.ledger import Ledger
 
 from .context import logical_session
-from unsee.sandbox.ledger import Ledger
 
 __all__ = [
     "Effect",
@@ -68,7 +67,6 @@ EFFECTS: tuple[str, ...] = get_args(Effect)
 EFFECT_KEY = "unsee.effect"
 #: mark on a ToolMessage that answers a call whose tool never ran (blocked, deferred)
 NOT_EXECUTED_KEY = "unsee_not_executed"
-DEFAULT_SESSION = "default"
 #: parameter names the wrapper injects (excluded from the model-facing schema)
 _INJECTED = ("env",)
 

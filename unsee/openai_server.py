@@ -68,7 +68,7 @@ def make_server(model: Any, host: str = "127.0.0.1", port: int = 8000, name: str
                 runnable = model.bind_tools(req["tools"], tool_choice=req.get("tool_choice"))
             with lock:
                 ai = runnable.invoke(msgs, **kwargs)
-                model.evict(kwargs["session"])
+                model.drop(kwargs["session"])
             message: dict[str, Any] = {"role": "assistant", "content": ai.content or None}
             if ai.tool_calls:
                 message["tool_calls"] = [{"id": c["id"], "type": "function",

@@ -77,9 +77,11 @@ class DetectionService:
     #: what B7 does with external calls only the counterfactual makes: "defer" | "ask" | "execute"
     side_effects: str = "defer"
     verdicts: list[Verdict] = field(default_factory=list)
-    _scanned: dict[str, set[str]] = field(default_factory=dict)
-    #: (artifact id, content hash) -> whether detectors found nothing in that content
-    _vetted: dict[tuple[str, str], bool] = field(default_factory=dict)
+    #: session -> (artifact id, content hash) that scan() has acted on
+    _scanned: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
+    #: (artifact id, content hash) -> the detectors' findings in that content; shared by scan()
+    #: and endorsed(), so a detector (an LLM judge: a model call) reads each content once
+    _findings: dict[tuple[str, str], tuple[Finding, ...]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -134,33 +136,47 @@ class DetectionService:
             if not found:
                 break
             changed = False
+            state = None  # the graph after the last applied forget, loaded when a finding needs it
             for aid, f in found:
                 v = self._verdict(session, aid, f)
                 if self.policy == "auto":
-                    if changed and not self._still_there(session, aid, f.text):
+                    if changed:
+                        state = state or self.u.graph(session)
+                    if state is not None and not (aid in state and f.text in (state.content(aid) or "")):
                         v.status = "superseded"
                     else:
                         self._apply(v, wait)
-                        changed = changed or v.status == "applied"
+                        if v.status == "applied":
+                            changed, state = True, None
                 out.append(v)
                 self.verdicts.append(v)
             if not changed:
                 break
         return out
 
+    def _findings_in(self, graph: Any, a: Any) -> tuple[Finding, ...]:
+        """The detectors' findings in an artifact's recorded content (memoized per content hash)."""
+        key = (a.id, a.content_hash)
+        with self._lock:
+            hit = self._findings.get(key)
+        if hit is None:
+            hit = tuple(run_detectors(self.detectors, graph.content(a.id) or "", a.id, min_score=self.min_score))
+            with self._lock:
+                self._findings[key] = hit
+        return hit
+
     def _unscanned_findings(self, session: str) -> list[tuple[str, Finding]]:
         g = self.u.graph(session)
         new: list[tuple[str, Finding]] = []
-        with self._lock:
-            seen = self._scanned.setdefault(session, set())
-            for a in g:
-                key = f"{a.id}:{a.content_hash}"
-                if a.type not in OBSERVATION_TYPES or a.type is ArtifactType.USER_INPUT or key in seen:
+        for a in g:
+            if a.type not in OBSERVATION_TYPES or a.type is ArtifactType.USER_INPUT:
+                continue
+            with self._lock:
+                seen = self._scanned.setdefault(session, set())
+                if (a.id, a.content_hash) in seen:
                     continue
-                seen.add(key)
-                text = g.content(a.id) or ""
-                for f in run_detectors(self.detectors, text, a.id, min_score=self.min_score):
-                    new.append((a.id, f))
+                seen.add((a.id, a.content_hash))
+            new += [(a.id, f) for f in self._findings_in(g, a)]
         return new
 
     def _verdict(self, session: str, aid: str, f: Finding) -> Verdict:
@@ -168,10 +184,6 @@ class DetectionService:
 
         event = RevocationEvent(target=f.text, source=aid, reason=f"{f.detector}: {f.reason}", raised_by="detector")
         return Verdict(session, aid, f, event, {"auto": "applied", "queue": "queued", "alert": "alerted"}[self.policy])
-
-    def _still_there(self, session: str, aid: str, text: str) -> bool:
-        g = self.u.graph(session)
-        return aid in g and text in (g.content(aid) or "")
 
     def _apply(self, v: Verdict, wait: bool = True) -> None:
         try:
@@ -197,20 +209,11 @@ class DetectionService:
             a = graph.get(aid)
             if a.type not in (ArtifactType.TOOL_RETURN, ArtifactType.MEMORY_READ) or not a.attrs.get("executed", True):
                 continue  # only observations of the world: never unsee's own "not executed" messages
-            key = (aid, a.content_hash)
-            with self._lock:
-                clean = self._vetted.get(key)
-            if clean is None:
-                try:
-                    clean = not run_detectors(self.detectors, graph.content(aid) or "", aid,
-                                              min_score=self.min_score)
-                except DetectorFailed as exc:
-                    log.warning("endorsement of %s in %s failed: %s", aid, session, exc)
-                    continue
-                with self._lock:
-                    self._vetted[key] = clean
-            if clean:
-                out.add(aid)
+            try:
+                if not self._findings_in(graph, a):
+                    out.add(aid)
+            except DetectorFailed as exc:
+                log.warning("endorsement of %s in %s failed: %s", aid, session, exc)
         return out
 
     def pending(self) -> list[Verdict]:
@@ -225,11 +228,13 @@ class DetectionService:
 
     def start(self, interval: float = 1.0) -> None:
         """Scan every session in a background thread until ``stop()``."""
+        from unsee.plugins.replay.driver import is_scratch_thread
+
         def loop():
             while not self._stop.wait(interval):
                 for s in self.u.sessions():
-                    if "~cf-" in s.session_id:
-                        continue  # replay scratch threads
+                    if is_scratch_thread(s.session_id):
+                        continue
                     try:
                         self.scan(s.session_id)
                     except Exception:

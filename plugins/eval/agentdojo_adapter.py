@@ -56,6 +56,8 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool, ToolException
 
+from unsee.middleware.tools import was_executed
+
 #: a model id AgentDojo knows (``load_attack`` derives the model's name from the pipeline name)
 DEFAULT_MODEL_ID = "gpt-4o-2024-05-13"
 
@@ -254,9 +256,6 @@ class ToolBudget(AgentMiddleware):
 
 # -- message conversion ----------------------------------------------------------
 
-BLOCKED_PREFIX = "[blocked by unsee IFC]"
-
-
 def to_agentdojo(messages: Sequence[BaseMessage], query: str, *, keep_blocked: bool = False) -> list[ChatMessage]:
     """LangChain messages of one run as AgentDojo messages (user, assistant, tool).
 
@@ -267,8 +266,7 @@ def to_agentdojo(messages: Sequence[BaseMessage], query: str, *, keep_blocked: b
     out: list[ChatMessage] = []
     calls: dict[str, FunctionCall] = {}
     blocked = set() if keep_blocked else {
-        m.tool_call_id for m in messages
-        if isinstance(m, ToolMessage) and m.status == "error" and str(m.content).startswith(BLOCKED_PREFIX)}
+        m.tool_call_id for m in messages if isinstance(m, ToolMessage) and not was_executed(m)}
     for m in messages:
         if isinstance(m, HumanMessage):
             out.append(ChatUserMessage(role="user", content=[text_content_block_from_string(str(m.content))]))
@@ -323,7 +321,6 @@ class RunRecord:
     """What the adapter kept of the last query (for leak checks and debugging)."""
 
     thread_id: str
-    messages: list[BaseMessage]
     state_text: str
     ifc_blocks: int
     #: late verdicts: forgets run after the query, and the external calls they left orphaned
@@ -376,7 +373,6 @@ class UnseeAgentElement(BasePipelineElement):
                     if defense in ("ifc", "ifc+forget") else None)
         self._by_prompt = {t.PROMPT: t for t in suite.user_tasks.values()}
         self.last: RunRecord | None = None
-        self.runs: list[RunRecord] = []
 
     def close(self) -> None:
         self.u.close()
@@ -409,19 +405,18 @@ class UnseeAgentElement(BasePipelineElement):
                              middleware=[*steer, self.u.middleware()], checkpointer=InMemorySaver())
         thread = f"agentdojo-{self.suite.name}-{uuid.uuid4().hex[:12]}"
         config = {"configurable": {"thread_id": thread}, "recursion_limit": 100}
-        blocks_before = len([d for d in (self.ifc.decisions if self.ifc else []) if not d.allowed])
+        decided_before = len(self.ifc.decisions) if self.ifc else 0
         agent.invoke({"messages": [HumanMessage(query)]}, config)
-        blocks = len([d for d in (self.ifc.decisions if self.ifc else []) if not d.allowed]) - blocks_before
+        blocks = sum(not d.allowed for d in self.ifc.decisions[decided_before:]) if self.ifc else 0
         verdicts = self.detector.scan(thread) if self.detector is not None and self.verdict == "late" else []
         failed = [v.error for v in verdicts if v.status == "failed"]
         if failed:
             raise RuntimeError(f"automatic revocation failed: {failed[0]}")
         final = list(agent.get_state(config).values["messages"])
         orphaned = sum(len(v.report.orphaned_side_effects) for v in verdicts if v.report is not None)
-        self.last = RunRecord(thread, final, "\n".join(str(m.content) for m in final)
+        self.last = RunRecord(thread, "\n".join(str(m.content) for m in final)
                               + "\n" + repr([getattr(m, "tool_calls", None) for m in final]), blocks,
                               forgets=len(verdicts), orphaned=orphaned)
-        self.runs.append(self.last)
         return query, runtime, env, to_agentdojo(final, query), extra_args
 
 

@@ -255,7 +255,7 @@ class _Haystack:
         self.soft_cover: list[tuple[int, int]] = []
         self.key_cover: list[tuple[int, int]] = []
         for t in trusted:
-            st, kt = _soft(t), match_key(t)
+            st, kt = _soft(t), _key(t)
             if st:
                 self.soft_cover += _occurrences(self.soft, st)
             if kt:
@@ -348,7 +348,7 @@ def decide(
     mode = _check_mode(mode)
     sinks = parse_sinks(sinks)
     trusted = set(trusted_identifiers)
-    trusted_keys = {match_key(t) for t in trusted} - {""}
+    trusted_keys = {_key(t) for t in trusted} - {""}
     trusted_soft = {_soft(t) for t in trusted} - {""}
     names, hays = _haystacks(tool, args, sinks, trusted)
     if not names:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import logging
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -37,6 +36,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field, PrivateAttr
+from unsee.middleware.context import DEFAULT_SESSION, configurable, logical_session
 
 from .errors import ToolCallParseError
 from .grammar import (
@@ -51,25 +51,11 @@ from .runtime import SamplingParams
 from .sampling import seed_for
 from .sessions import SessionPool
 
-log = logging.getLogger(__name__)
-
-DEFAULT_SESSION = "default"
-_RESERVED = ("session", "unsee_step", "tools", "tool_choice")
-
 
 def tool_call_id(session: str, step: int | str, index: int) -> str:
     """Deterministic tool-call id for (session, step, index)."""
     digest = hashlib.sha256(f"unsee-call\x00{session}\x00{step}\x00{index}".encode()).hexdigest()
     return f"call_{digest[:24]}"
-
-
-def _configurable_from_context() -> Mapping[str, Any]:
-    try:
-        from langgraph.config import get_config
-
-        return get_config().get("configurable") or {}
-    except Exception:  # outside a runnable context
-        return {}
 
 
 class LocalChatModel(BaseChatModel):
@@ -170,15 +156,13 @@ class LocalChatModel(BaseChatModel):
             return self.session
         if config_session:
             return config_session
-        conf = _configurable_from_context()
-        sess = conf.get("unsee_session") or conf.get("thread_id")
-        return str(sess) if sess is not None else DEFAULT_SESSION
+        return logical_session()
 
     @staticmethod
     def resolve_step(messages: Sequence[BaseMessage], explicit: Any = None) -> int | str:
         if explicit is not None:
             return explicit
-        conf = _configurable_from_context()
+        conf = configurable()
         if conf.get("unsee_step") is not None:
             return conf["unsee_step"]
         return len(messages)
@@ -194,6 +178,10 @@ class LocalChatModel(BaseChatModel):
     def evict(self, session: str) -> None:
         self._pool.evict(session)
 
+    def drop(self, session: str) -> None:
+        """Forget ``session`` entirely (cache and counters)."""
+        self._pool.drop(session)
+
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` under the model's tokenizer."""
         return len(self.runtime.tokenize(text))
@@ -205,8 +193,7 @@ class LocalChatModel(BaseChatModel):
         return self.count_tokens(text)
 
     def get_num_tokens_from_messages(self, messages: list[BaseMessage], tools: Sequence | None = None) -> int:
-        specs = [ToolSpec.from_openai(convert_to_openai_tool(t)) for t in tools or []]
-        return len(self.runtime.apply_chat_template(to_chat_messages(messages, specs)))
+        return len(self.prompt_tokens(messages, tools))
 
     def prompt_tokens(self, messages: Sequence[BaseMessage], tools: Sequence[Any] | None = None) -> list[int]:
         """The exact token ids a call with ``messages`` (and tools) would prefill."""
@@ -216,10 +203,7 @@ class LocalChatModel(BaseChatModel):
     def _grammar_cache(self) -> GrammarCache:
         if self._grammars is None:
             rt = self.runtime
-            vocab = getattr(getattr(getattr(rt, "model", None), "config", None), "vocab_size", None)
-            self._grammars = GrammarCache(
-                rt.tokenizer, int(vocab or len(rt.tokenizer)), rt.eos_token_ids
-            )
+            self._grammars = GrammarCache(rt.tokenizer, rt.vocab_size, rt.eos_token_ids)
         return self._grammars
 
     # -- generation --------------------------------------------------------------
@@ -230,9 +214,7 @@ class LocalChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        session = self.resolve_session(kwargs.pop("session", None), kwargs.pop("_config_session", None))
-        step = self.resolve_step(messages, kwargs.pop("unsee_step", None))
-        return self._run(messages, stop, session, step, **kwargs)
+        return self._run(messages, stop, *self._session_and_step(messages, kwargs), **kwargs)
 
     async def _agenerate(
         self,
@@ -243,9 +225,13 @@ class LocalChatModel(BaseChatModel):
     ) -> ChatResult:
         # Resolve context-dependent values here, then run the sync path in a
         # worker thread (the model is compute-bound; the loop stays free).
-        session = self.resolve_session(kwargs.pop("session", None), kwargs.pop("_config_session", None))
-        step = self.resolve_step(messages, kwargs.pop("unsee_step", None))
+        session, step = self._session_and_step(messages, kwargs)
         return await asyncio.to_thread(self._run, messages, stop, session, step, **kwargs)
+
+    def _session_and_step(self, messages: list[BaseMessage], kwargs: dict[str, Any]) -> tuple[str, int | str]:
+        """Pops the call's session/step keywords; falls back to the run's configuration."""
+        session = self.resolve_session(kwargs.pop("session", None), kwargs.pop("_config_session", None))
+        return session, self.resolve_step(messages, kwargs.pop("unsee_step", None))
 
     def _run(
         self,

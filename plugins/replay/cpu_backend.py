@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BackendUnavailableError, ModelNotFoundError
-from .runtime import LocalRuntime
+from .runtime import SharedWeightsRuntime
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class _Shared:
         log.info("loaded %s in %.1f s", folder, self.load_seconds)
 
 
-class TorchRuntime(LocalRuntime):
+class TorchRuntime(SharedWeightsRuntime):
     """A transformers causal LM on the CPU with one persistent ``DynamicCache``."""
 
     backend = "cpu"
@@ -73,37 +73,19 @@ class TorchRuntime(LocalRuntime):
         self, folder: Path | str | None = None, *, threads: int | None = None,
         _shared: _Shared | None = None,
     ) -> None:
-        super().__init__()
         if _shared is None:
             if folder is None:
                 raise ValueError("TorchRuntime needs a model folder")
             _shared = _Shared(Path(folder), threads)
-        self._shared = _shared
-        self._cache: Any = None
-
-    @property
-    def tokenizer(self) -> Any:
-        return self._shared.tokenizer
+        super().__init__(_shared)
 
     @property
     def model(self) -> Any:
         return self._shared.model
 
     @property
-    def folder(self) -> Path:
-        return self._shared.folder
-
-    @property
-    def lock(self) -> threading.RLock:
-        """Serialises forward passes over the shared weights."""
-        return self._shared.lock
-
-    @property
-    def max_context(self) -> int:
-        return self._shared.max_context
-
-    def spawn(self) -> "TorchRuntime":
-        return TorchRuntime(_shared=self._shared)
+    def vocab_size(self) -> int:
+        return int(getattr(self.model.config, "vocab_size", None) or len(self.tokenizer))
 
     # -- backend hooks -------------------------------------------------------
     def _new_cache(self) -> Any:
@@ -133,10 +115,6 @@ class TorchRuntime(LocalRuntime):
         # transformers 5: crop(positive n) raises; a negative n drops that many
         # tokens from the end. Slicing is a view: O(1) in context length.
         self._cache.crop(n_tokens - self._cache.get_seq_length())
-
-    def _release_cache(self) -> None:
-        self._cache = None
-        self._last_logits = None
 
 
 __all__ = ["TorchRuntime", "default_threads"]

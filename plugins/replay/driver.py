@@ -40,8 +40,16 @@ class ReplayOutcome:
     since_ns: int
 
 
+SCRATCH_MARK = "~cf-"
+
+
 def scratch_thread(session_id: str, event: RevocationEvent, strategy: str) -> str:
-    return f"{session_id}~cf-{event.event_id[:12]}-{strategy.replace(chr(39), 'p')}"
+    return f"{session_id}{SCRATCH_MARK}{event.event_id[:12]}-{strategy.replace(chr(39), 'p')}"
+
+
+def is_scratch_thread(thread_id: str) -> bool:
+    """Whether a thread is a replay's scratch thread (not a user session)."""
+    return SCRATCH_MARK in thread_id
 
 
 def recording_store(agent: Any) -> RecordingStore | None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BackendUnavailableError, ModelNotFoundError
-from .runtime import LocalRuntime
+from .runtime import SharedWeightsRuntime
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ class _Shared:
         log.info("exllamav2 loaded %s in %.1f s", folder, self.load_seconds)
 
 
-class ExLlamaRuntime(LocalRuntime):
+class ExLlamaRuntime(SharedWeightsRuntime):
     """An ExLlamaV2 model on CUDA with one persistent ``ExLlamaV2Cache``."""
 
     backend = "exllamav2"
@@ -76,28 +76,15 @@ class ExLlamaRuntime(LocalRuntime):
         self, folder: Path | str | None = None, *, max_seq_len: int | None = None,
         _shared: _Shared | None = None,
     ) -> None:
-        super().__init__()
         if _shared is None:
             if folder is None:
                 raise ValueError("ExLlamaRuntime needs a model folder")
             _shared = _Shared(Path(folder), max_seq_len)
-        self._shared = _shared
-        self._cache: Any = None
+        super().__init__(_shared)
 
     @property
-    def tokenizer(self) -> Any:
-        return self._shared.tokenizer
-
-    @property
-    def max_context(self) -> int:
-        return self._shared.max_context
-
-    @property
-    def lock(self) -> threading.RLock:
-        return self._shared.lock
-
-    def spawn(self) -> "ExLlamaRuntime":
-        return ExLlamaRuntime(_shared=self._shared)
+    def vocab_size(self) -> int:
+        return int(getattr(self._shared.config, "vocab_size", None) or len(self.tokenizer))
 
     def _ensure_cache(self) -> Any:
         if self._cache is None:
@@ -120,10 +107,6 @@ class ExLlamaRuntime(LocalRuntime):
     def _crop_cache(self, n_tokens: int) -> None:
         if self._cache is not None:
             self._cache.current_seq_len = n_tokens
-
-    def _release_cache(self) -> None:
-        self._cache = None
-        self._last_logits = None
 
 
 __all__ = ["ExLlamaRuntime"]

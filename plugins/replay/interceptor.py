@@ -136,9 +136,8 @@ class ReplayInterceptor:
         with self._lock:
             for t in self.plan.model_turns:
                 for c in t.calls:
-                    if (c.artifact_id not in self._used and c.name == tc.get("name") and c.executed
-                            and c.return_status != "error"
-                            and _canon(c.args) == _canon(tc.get("args")) and c.return_id is not None):
+                    if (c.artifact_id not in self._used and c.name == tc.get("name") and c.reusable
+                            and _canon(c.args) == _canon(tc.get("args"))):
                         self._used.add(c.artifact_id)
                         return c
         return None
@@ -155,7 +154,7 @@ class ReplayInterceptor:
         tc = request.tool_call
         effect = effect_of(request.tool)
         rec = self._match(tc)
-        if rec is not None and (not rec.executed or rec.return_status == "error"):
+        if rec is not None and not rec.reusable:
             # it never ran (blocked, deferred) or reported failure: nothing recorded to reuse or de-duplicate;
             # the counterfactual may meet the precondition the original call lacked
             rec = None

@@ -26,12 +26,8 @@ SPECS = ("cpu", "exllamav2", "auto")
 
 def _construct(backend: str, folder: Path, **kwargs: Any) -> LocalRuntime:
     if backend == "cpu":
-        try:
-            from .cpu_backend import TorchRuntime
-        except ImportError as exc:  # torch/transformers missing
-            from .cpu_backend import INSTALL_HINT  # pragma: no cover
+        from .cpu_backend import TorchRuntime  # torch is imported (and its absence reported) on load
 
-            raise BackendUnavailableError("cpu", INSTALL_HINT, str(exc)) from exc
         return TorchRuntime(folder, **kwargs)
     if backend == "exllamav2":
         from .exllama_backend import ExLlamaRuntime

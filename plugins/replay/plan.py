@@ -35,6 +35,16 @@ class RecordedCall:
     #: False when the tool never ran (blocked by a policy, deferred by replay)
     executed: bool = True
 
+    @property
+    def fired(self) -> bool:
+        """The tool ran and returned: its effect happened (de-duplicate it; report it if orphaned)."""
+        return self.return_id is not None and self.executed
+
+    @property
+    def reusable(self) -> bool:
+        """Its recorded return may answer the same call again (it ran and did not fail)."""
+        return self.fired and self.return_status != "error"
+
 
 @dataclass(frozen=True)
 class RecordedTurn:
@@ -73,7 +83,7 @@ class ReplayPlan:
 
     def fired_external(self) -> list[RecordedCall]:
         return [c for t in self.model_turns for c in t.calls
-                if c.effect not in ("read", "write") and c.return_id is not None and c.executed]
+                if c.effect not in ("read", "write") and c.fired]
 
 
 def fork_checkpoint(g: ProvenanceGraph, tau: int) -> Checkpoint | None:

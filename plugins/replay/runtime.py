@@ -124,6 +124,11 @@ class LocalRuntime(abc.ABC):
         """Maximum sequence length the model (and cache) holds."""
 
     @property
+    def vocab_size(self) -> int:
+        """Width of a logits row (backends whose model pads its vocabulary override this)."""
+        return len(self.tokenizer)
+
+    @property
     def eos_token_ids(self) -> tuple[int, ...]:
         """Token ids that end a turn (EOS and the chat end-of-turn token)."""
         tok = self.tokenizer
@@ -214,6 +219,7 @@ class LocalRuntime(abc.ABC):
     def reset(self) -> None:
         """Drop the whole cache and free its memory (the session can rebuild it)."""
         self._release_cache()
+        self._last_logits = None
         self._tokens.clear()
 
     def prefill(self, tokens: Sequence[int]) -> None:
@@ -369,10 +375,49 @@ class LocalRuntime(abc.ABC):
             raise ContextOverflowError(needed, self.max_context)
 
 
+class SharedWeightsRuntime(LocalRuntime):
+    """A runtime whose weights and tokenizer live in a loaded ``shared`` object.
+
+    ``shared`` has ``tokenizer``, ``max_context``, ``folder`` and ``lock`` (it
+    serialises forward passes over the shared weights). :meth:`spawn` gives a
+    sibling with its own, empty cache: one per session, nothing loaded twice.
+    Subclasses take ``_shared=`` in their constructor and keep the backend
+    cache in ``self._cache``.
+    """
+
+    def __init__(self, shared: Any) -> None:
+        super().__init__()
+        self._shared = shared
+        self._cache: Any = None
+
+    @property
+    def tokenizer(self) -> Any:
+        return self._shared.tokenizer
+
+    @property
+    def max_context(self) -> int:
+        return self._shared.max_context
+
+    @property
+    def folder(self) -> Any:
+        return self._shared.folder
+
+    @property
+    def lock(self) -> Any:
+        return self._shared.lock
+
+    def spawn(self) -> "SharedWeightsRuntime":
+        return type(self)(_shared=self._shared)
+
+    def _release_cache(self) -> None:
+        self._cache = None
+
+
 __all__ = [
     "DecodeResult",
     "GREEDY",
     "LocalRuntime",
+    "SharedWeightsRuntime",
     "LogitsProcessor",
     "RuntimeCounters",
     "SamplingParams",

@@ -6,7 +6,7 @@ import pytest
 from langgraph.store.memory import InMemoryStore
 
 from forget_agents import FIRED, SECRET, build, say, state_of
-from unsee import (AmbiguousTarget, IncompleteSession, InvalidArgument, RevocationEvent, SessionNotFound,
+from unsee import (AmbiguousTarget, IncompleteSession, RevocationEvent, SessionNotFound,
                    TargetNotFound, Unsee)
 from unsee.plugins.replay.crash import crash_at
 from unsee.plugins.replay.forget_errors import InjectedCrash, UnknownStrategy

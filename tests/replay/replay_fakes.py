@@ -71,4 +71,3 @@ class FakeRuntime(LocalRuntime):
 
     def _release_cache(self) -> None:
         self.cache.clear()
-        self._last_logits = None

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replay_fakes import EOS, FakeRuntime
+from replay_fakes import FakeRuntime
 from unsee.plugins.replay.errors import CacheRangeError, ContextOverflowError
 from unsee.plugins.replay.runtime import SamplingParams
 from unsee.plugins.replay.sampling import make_generator, pick_token, seed_for
