@@ -89,8 +89,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.model == "local":
         from unsee.plugins.replay.chat_model import LocalChatModel
 
-        cache = Path(os.environ.get("UNSEE_MODEL_CACHE") or Path.home() / ".unsee")
-        shared = LocalChatModel.from_spec("cpu", cache, max_tokens=48)
+        shared = LocalChatModel.from_spec("cpu", max_tokens=48)  # the per-user model cache
     mid = (args.turns + 1) // 2
     print(f"(a) B7 vs B5 vs B5' - {args.turns} turns / {2 * args.turns} transitions, target enters at turn {mid}"
           f" (model: {args.model})")

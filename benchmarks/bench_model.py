@@ -8,20 +8,18 @@ Prints:
   flat, < 1 ms);
 - prefill and greedy decode throughput.
 
-    python -m benchmarks.bench_model [--backend cpu|exllamav2] [--home DIR] [--json]
+    python -m benchmarks.bench_model [--backend cpu|exllamav2] [--model-cache DIR] [--json]
 
-The converted model folder is cached under the unsee home (``$UNSEE_HOME`` or
-``~/.unsee``; ``$UNSEE_MODEL_CACHE`` wins when set), converted on first use.
+The converted model folder is the per-user model cache (``--model-cache``,
+else ``$UNSEE_MODEL_CACHE``, else ``~/.unsee/models``), converted on first use.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 TURNS = [
@@ -36,13 +34,6 @@ TURNS = [
     "What was the account number again?",
     "Thanks, that is all for today.",
 ]
-
-
-def _home(arg: str | None) -> Path:
-    from unsee.plugins.replay.convert import default_home
-
-    env = os.environ.get("UNSEE_MODEL_CACHE")
-    return Path(arg or env or default_home()).expanduser()
 
 
 def bench_session(runtime: Any, max_tokens: int = 24) -> dict[str, Any]:
@@ -139,7 +130,7 @@ def bench_throughput(runtime: Any, prefill_tokens: int = 512, decode_tokens: int
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="cpu")
-    parser.add_argument("--home", default=None)
+    parser.add_argument("--model-cache", default=None, help="converted model folder (default: per-user cache)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--skip-session", action="store_true")
     args = parser.parse_args(argv if argv is not None else [])
@@ -147,7 +138,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from unsee.plugins.replay import load_runtime
 
     t0 = time.perf_counter()
-    runtime = load_runtime(args.backend, _home(args.home))
+    runtime = load_runtime(args.backend, cache_dir=args.model_cache)
     results: dict[str, Any] = {"backend": runtime.backend, "load_s": time.perf_counter() - t0}
     results["throughput"] = bench_throughput(runtime)
     results["crop_s"] = bench_crop(runtime)

@@ -125,7 +125,7 @@ class SessionEnvironments:
             shadow.restore(snap)
             old = self._replays.pop(scratch, None)
             if old is not None:
-                old[1].close()
+                old[1].discard()
             self._replays[scratch] = (session, shadow)
             return shadow
 
@@ -142,7 +142,7 @@ class SessionEnvironments:
                 self._envs[session] = shadow
                 self._remember(shadow.snapshot(), session)
             else:
-                shadow.close()
+                shadow.discard()  # its snapshots are on no committed checkpoint
 
     def close(self) -> None:
         with self._lock:

@@ -6,6 +6,9 @@ unsee type or the builtin they already handle.
 
 from __future__ import annotations
 
+import os
+import sqlite3
+
 
 class UnseeError(Exception):
     """Base class of every error unsee raises on purpose."""
@@ -35,10 +38,13 @@ class AmbiguousTarget(UnseeError, LookupError):
     """The target entered through several distinct sources; name one with source=."""
 
     def __init__(self, sources: list[str]):
-        super().__init__(
-            "target occurs in several sources; pass source= one of: " + ", ".join(sources)
-        )
+        super().__init__(self.message(sources, "source="))
         self.sources = sources
+
+    @staticmethod
+    def message(sources: list[str], how: str) -> str:
+        """The message with ``how`` naming the way to pass a source (``source=``, ``--source``)."""
+        return f"target occurs in several sources; pass {how} one of: " + ", ".join(sources)
 
 
 class UnknownArtifact(UnseeError, LookupError):
@@ -72,3 +78,32 @@ class SessionBusy(UnseeError, RuntimeError):
         how = f" after waiting {waited:.0f} s" if waited else " (asked not to wait)"
         super().__init__(f"session {session_id!r} has an agent run in progress{how}")
         self.session_id = session_id
+
+
+class StoreDamaged(UnseeError, sqlite3.DatabaseError):
+    """A store file of the unsee home is damaged (truncated, garbled, not ours).
+
+    Raised before anything is written to it: the file is left as it was.
+    """
+
+    def __init__(self, path: str | os.PathLike, reason: str):
+        super().__init__(
+            f"the unsee store {os.fspath(path)} is damaged ({reason}); nothing was changed: "
+            "restore it from a backup, or move it away to start an empty store"
+        )
+        self.path = os.fspath(path)
+        self.reason = reason
+
+
+class HomeNotADirectory(UnseeError, NotADirectoryError):
+    """The unsee home (or a folder above it) exists and is not a directory."""
+
+    def __init__(self, home: str | os.PathLike, blocker: str | os.PathLike | None = None):
+        blocker = os.fspath(blocker if blocker is not None else home)
+        where = "is not a directory" if blocker == os.fspath(home) else f"cannot be made: {blocker} is not a directory"
+        super().__init__(
+            f"the unsee home {os.fspath(home)} {where}; point --home, $UNSEE_HOME or Unsee(home=...) "
+            "at a directory, or move the file away"
+        )
+        self.home = os.fspath(home)
+        self.blocker = blocker

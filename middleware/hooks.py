@@ -70,6 +70,18 @@ def message_artifact(session_id: str, message: BaseMessage) -> tuple[str, Artifa
     return None
 
 
+def tool_call_issuers(messages) -> dict[str, str]:
+    """Tool call id -> model turn artifact id of the AI message that made the
+    call, for valid and invalid (malformed, cut-off) calls alike."""
+    out: dict[str, str] = {}
+    for m in messages:
+        if isinstance(m, AIMessage) and m.id is not None:
+            for c in list(m.tool_calls or []) + list(m.invalid_tool_calls or []):
+                if c.get("id"):
+                    out[c["id"]] = short_id("mt", m.id)
+    return out
+
+
 def tool_call_artifact_id(session_id: str, call_id: str) -> str:
     return short_id("call", call_id)
 
@@ -164,8 +176,14 @@ class UnseeMiddleware(AgentMiddleware):
         finally:
             self.recorder.mark_running(sid, False)
 
-    def _record_message(self, st: SessionState, m: BaseMessage, current: set[str] = frozenset()) -> str | None:
-        """Record a state message not seen before; return its artifact id."""
+    def _record_message(self, st: SessionState, m: BaseMessage, current: set[str] = frozenset(),
+                        issuers: dict[str, str] | None = None) -> str | None:
+        """Record a state message not seen before; return its artifact id.
+
+        ``issuers`` maps tool call ids to the model turn whose message made the
+        call (valid or invalid): a tool message we did not see executed is
+        recorded with that turn as its parent, so taint through the turn
+        reaches it."""
         mapped = message_artifact(st.session_id, m)
         if mapped is None:
             return None
@@ -181,9 +199,21 @@ class UnseeMiddleware(AgentMiddleware):
         elif type_ is ArtifactType.SUMMARY:
             return self._record_compaction(st, m, aid, current)
         elif type_ is ArtifactType.TOOL_RETURN:
-            # A tool message we did not see executed (added by other middleware or input).
-            a = rec.artifact(st, type_, aid, text, source_ids=(f"tool:{m.name or 'unknown'}",),
-                             step=st.next_step(), attrs={"tool_call_id": m.tool_call_id, "unobserved": True})
+            # A tool message we did not see executed: the answer to an invalid or
+            # cut-off call (LangChain adds an error ToolMessage for it), or one added by
+            # other middleware or input. Its parent is the call when we recorded one,
+            # else the model turn that made the call.
+            call_aid = tool_call_artifact_id(st.session_id, m.tool_call_id or "")
+            issuer = (issuers or {}).get(m.tool_call_id or "")
+            if call_aid in st.known:
+                parents: tuple[str, ...] = (call_aid,)
+            elif issuer is not None and issuer in st.known:
+                parents = (issuer,)
+            else:
+                parents = ()
+            a = rec.artifact(st, type_, aid, text, parents=parents, source_ids=(f"tool:{m.name or 'unknown'}",),
+                             step=st.next_step(), attrs={"tool_call_id": m.tool_call_id, "unobserved": True,
+                                                         "status": getattr(m, "status", "success")})
             rec.emit(st, "tool_return", a)
         else:
             # A model message that did not come from a recorded call (given as input).
@@ -271,8 +301,9 @@ class UnseeMiddleware(AgentMiddleware):
                     mapped = message_artifact(sid, m)
                     if mapped is not None:
                         current.add(mapped[0])
+                issuers = tool_call_issuers(request.messages)
                 for m in request.messages:
-                    aid = self._record_message(st, m, current)
+                    aid = self._record_message(st, m, current, issuers)
                     if aid is not None:
                         manifest.append(aid)
                 provider, model_name = provider_of(request.model)
@@ -315,11 +346,16 @@ class UnseeMiddleware(AgentMiddleware):
                     st.cache_offset = int(meta.get("offset_end", 0)) or None
                 mt_id = short_id("mt", ai.id)
                 calls = list(ai.tool_calls or [])
+                invalid = list(ai.invalid_tool_calls or [])
                 body = text_of(ai)
                 record = body + ("\n" + json_dumps([{"name": c["name"], "args": c["args"]} for c in calls]) if calls else "")
+                if invalid:  # what the model wrote is in the turn, even when it is not a valid call
+                    record += "\n" + json_dumps([{"name": c.get("name"), "args": c.get("args")} for c in invalid])
+                attrs = {"message_id": ai.id, "tool_calls": len(calls)}
+                if invalid:
+                    attrs["invalid_tool_calls"] = len(invalid)
                 mt = rec.artifact(st, ArtifactType.MODEL_TURN, mt_id, record, parents=manifest,
-                                  source_ids=("model:" + call["model_name"],),
-                                  attrs={"message_id": ai.id, "tool_calls": len(calls)})
+                                  source_ids=("model:" + call["model_name"],), attrs=attrs)
                 usage = ai.usage_metadata or {}
                 span.set_attributes({
                     sc.GEN_AI_RESPONSE_ID: ai.id,

@@ -9,6 +9,11 @@ observer and must not put SQLite commits on the agent's hot path. ``flush()``
 waits until everything submitted so far is durable; readers call it first.
 A failed write never raises into the agent: it is logged, counted, and the
 session is marked incomplete.
+
+Opening checks both files first, read-only (``check_db``): a damaged file
+(truncated, garbled, another program's) is ``StoreDamaged`` naming it, and is
+never rebuilt as an empty store. The schema is made in one transaction and
+stamped with ``STORE_VERSION`` (``PRAGMA user_version``).
 """
 
 from __future__ import annotations
@@ -24,8 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import SessionNotFound
+from .errors import SessionNotFound, StoreDamaged
 from .records import Artifact, ArtifactType, Checkpoint, CheckpointKind, SessionInfo
+from .store_files import (PROVENANCE_TABLES, STORE_VERSION, VAULT_TABLES, _vault_has_content, check_db,
+                          ensure_home)
 
 log = logging.getLogger("unsee.store")
 
@@ -124,6 +131,15 @@ CREATE TABLE IF NOT EXISTS store_journal (
 """
 
 
+def _create_schema(conn: sqlite3.Connection, schema: str, tables: frozenset[str]) -> None:
+    """Make the tables and stamp the version in one transaction (no half-made store)."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    found = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if version == STORE_VERSION and tables <= found:
+        return
+    conn.executescript(f"BEGIN IMMEDIATE;\n{schema}\nPRAGMA user_version={STORE_VERSION};\nCOMMIT;")
+
+
 @dataclass
 class SpanRow:
     session_id: str
@@ -169,14 +185,27 @@ class ProvenanceStore:
     """Provenance tables + vault, with a batching writer thread."""
 
     def __init__(self, home: Path):
-        self.home = Path(home)
-        self.home.mkdir(parents=True, exist_ok=True)
+        self.home = ensure_home(Path(home))
         self.path = self.home / "provenance.sqlite"
         self.vault_path = self.home / "vault.sqlite"
+        # Check both files before either is written: a damaged store is an error, never rebuilt.
+        has_db = check_db(self.path, PROVENANCE_TABLES)
+        check_db(self.vault_path, VAULT_TABLES)
+        if not has_db and self.path.exists() and _vault_has_content(self.vault_path):
+            raise StoreDamaged(self.path, f"empty, but {self.vault_path.name} holds recorded content")
         self._db = _connect(self.path)
-        self._db.executescript(SCHEMA)
-        self._vault = _connect(self.vault_path)
-        self._vault.executescript(VAULT_SCHEMA)
+        try:
+            _create_schema(self._db, SCHEMA, PROVENANCE_TABLES)
+            self._vault = _connect(self.vault_path)
+        except BaseException:
+            self._db.close()
+            raise
+        try:
+            _create_schema(self._vault, VAULT_SCHEMA, VAULT_TABLES)
+        except BaseException:
+            self._db.close()
+            self._vault.close()
+            raise
         self._read_lock = threading.RLock()
         self._queue: queue.Queue[Batch | None] = queue.Queue()
         self._pending = 0

@@ -10,7 +10,9 @@ Knows nothing about agents. Open one with :func:`open_environment`::
     env.restore(snap)                       # notes.txt is back
 
 The call ledger (:mod:`unsee.sandbox.ledger`) records every real tool
-execution and makes external side effects fire at most once.
+execution and makes external side effects fire at most once. The conformance
+suite every backend passes, third-party ones included, is
+:mod:`unsee.sandbox.testing` (needs pytest; not imported here).
 """
 
 from .base import (
@@ -34,6 +36,7 @@ from .errors import (
     ExecFailed,
     ExecTimeout,
     ImageBuildError,
+    InvalidOption,
     LedgerError,
     NotSupported,
     PathNotFound,
@@ -42,7 +45,13 @@ from .errors import (
     SandboxUnavailable,
     SnapshotNotFound,
 )
-from .registry import available_backends, backend_names, open_environment, register_backend
+from .registry import (
+    available_backends,
+    backend_names,
+    backend_options,
+    open_environment,
+    register_backend,
+)
 
 __all__ = [
     "ALL_CAPABILITIES",
@@ -63,6 +72,7 @@ __all__ = [
     "ExecFailed",
     "ExecTimeout",
     "ImageBuildError",
+    "InvalidOption",
     "LedgerError",
     "NotSupported",
     "PathNotFound",
@@ -72,6 +82,7 @@ __all__ = [
     "SnapshotNotFound",
     "available_backends",
     "backend_names",
+    "backend_options",
     "open_environment",
     "register_backend",
 ]

@@ -13,21 +13,28 @@ about agents. The interface is deliberately small:
 ``snapshot()``          capture the whole state, get a :class:`SnapshotId`
 ``restore(snap)``       put the state back exactly (deleted files included)
 ``shadow()``            a disposable clone of the current state
-``close()``             release everything the environment owns
+``close()``             release everything the environment owns (snapshots
+                       it was asked to keep survive, its shadows' too)
+``discard()``           close, and delete what it kept as well
 =====================  ====================================================
 
 Relative paths are relative to the environment's working directory.
 Backends declare what they support in ``capabilities``; calling a missing
-capability raises :class:`~unsee.sandbox.errors.NotSupported`.
+capability raises :class:`~unsee.sandbox.errors.NotSupported`. They declare
+the options they accept in ``OPTIONS`` (else their constructor's keyword
+parameters count); an undeclared option raises
+:class:`~unsee.sandbox.errors.InvalidOption`. The self-check every backend
+passes is :mod:`unsee.sandbox.testing`.
 """
 
 from __future__ import annotations
 
 import abc
+import inspect
 from dataclasses import dataclass
-from typing import Final, Sequence, Union
+from typing import Any, Callable, ClassVar, Final, Mapping, Sequence, Union
 
-from .errors import EnvironmentClosed, ExecFailed, NotSupported
+from .errors import EnvironmentClosed, ExecFailed, InvalidOption, NotSupported
 
 __all__ = [
     "Command",
@@ -39,6 +46,8 @@ __all__ = [
     "SNAPSHOT",
     "SHADOW",
     "ALL_CAPABILITIES",
+    "options_of",
+    "check_options",
 ]
 
 #: A shell string (run with ``sh -c``) or an argv list.
@@ -106,6 +115,10 @@ class Environment(abc.ABC):
     backend: str = ""
     #: what this environment supports; the conformance suite skips the rest
     capabilities: frozenset[str] = ALL_CAPABILITIES
+    #: the keyword options ``open_environment(backend, **opts)`` may pass to the
+    #: constructor; None: the constructor's keyword parameters (minus ``_``-ones).
+    #: A subclass that adds options extends it (``OPTIONS = Base.OPTIONS | {...}``).
+    OPTIONS: ClassVar[frozenset[str] | None] = None
 
     env_id: str
     _closed: bool = False
@@ -147,7 +160,24 @@ class Environment(abc.ABC):
 
     @abc.abstractmethod
     def close(self) -> None:
-        """Release resources. Idempotent."""
+        """Release resources. Idempotent. Snapshots an environment was asked to keep
+        (for later processes) survive it; so do those of its shadows."""
+
+    def discard(self) -> None:
+        """Close and also delete what this environment kept for later processes (its
+        snapshots): for a shadow that will not be used after all. Idempotent."""
+        self.close()
+
+    # -- options ----------------------------------------------------------
+    @classmethod
+    def accepted_options(cls) -> frozenset[str] | None:
+        """``OPTIONS``, else derived from the constructor (None: it takes ``**kwargs``)."""
+        return cls.OPTIONS if cls.OPTIONS is not None else _signature_options(cls)
+
+    @classmethod
+    def check_options(cls, opts: Mapping[str, Any], *, backend: str | None = None) -> None:
+        """Raise :class:`InvalidOption` for an option this backend does not declare."""
+        check_options(backend or cls.backend or cls.__name__, cls.accepted_options(), opts)
 
     # -- helpers ----------------------------------------------------------
     @property
@@ -182,3 +212,35 @@ def as_bytes(data: bytes | str) -> bytes:
 
 
 DEFAULT_FILE_MODE: Final = 0o644
+
+
+def options_of(factory: Callable[..., Any]) -> frozenset[str] | None:
+    """The options a backend factory accepts: an Environment subclass's
+    ``accepted_options()``, else the factory's keyword parameters (None when it
+    takes ``**kwargs`` or has no inspectable signature: anything goes)."""
+    if isinstance(factory, type) and issubclass(factory, Environment):
+        return factory.accepted_options()
+    return _signature_options(factory)
+
+
+def check_options(backend: str, accepted: frozenset[str] | None, opts: Mapping[str, Any]) -> None:
+    """Raise :class:`InvalidOption` when ``opts`` has names outside ``accepted`` (None: any)."""
+    if accepted is None:
+        return
+    unknown = sorted(set(opts) - accepted)
+    if unknown:
+        raise InvalidOption(backend, unknown, sorted(accepted))
+
+
+def _signature_options(factory: Callable[..., Any]) -> frozenset[str] | None:
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    return frozenset(
+        p.name
+        for p in params
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and not p.name.startswith("_")
+    )

@@ -15,6 +15,9 @@ shadow|base``) so :func:`cleanup` can find and remove what unsee made.
   current one (processes are restarted: only the filesystem is restored).
 - ``shadow()``: commit the current state to a private image and start a
   throwaway container from it; closing the shadow removes both.
+- ``keep_snapshots=True``: snapshot images survive ``close()`` (for later
+  processes; still labelled for cleanup()), and so do those of its shadows;
+  ``discard()`` removes them too.
 - Errors: a daemon that is missing raises SandboxUnavailable; one that goes
   away mid-call (the SDK raises ``requests.exceptions.ConnectionError``)
   raises DaemonLost; timeouts ExecTimeout; a command that cannot start
@@ -27,7 +30,6 @@ import contextlib
 import io
 import json
 import logging
-import os
 import posixpath
 import shlex
 import tarfile
@@ -35,7 +37,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from .base import (
     ALL_CAPABILITIES,
@@ -46,6 +48,14 @@ from .base import (
     SnapshotId,
     as_bytes,
 )
+from .docker_api import (
+    CLIENT_TIMEOUT,
+    INSTALL_HINT,
+    daemon_unavailable_reason,
+    docker_client,
+    translate_errors,
+)
+from .docker_api import is_not_found as _is_not_found
 from .errors import (
     BackendError,
     DaemonLost,
@@ -57,20 +67,23 @@ from .errors import (
     SnapshotNotFound,
 )
 from .image import DEFAULT_IMAGE
-from .registry import register_backend
 
 __all__ = [
     "DockerEnvironment",
-    "docker_client",
-    "daemon_unavailable_reason",
     "cleanup",
     "CleanupReport",
-    "translate_errors",
     "LABEL_SANDBOX",
     "LABEL_ENV",
     "LABEL_ROLE",
     "LABEL_PARENT",
     "SNAPSHOT_REPO",
+    # re-exported from .docker_api (their home) for existing importers
+    # (tests/conftest.py, benchmarks/bench_sandbox.py)
+    "docker_client",
+    "daemon_unavailable_reason",
+    "translate_errors",
+    "INSTALL_HINT",
+    "CLIENT_TIMEOUT",
 ]
 
 log = logging.getLogger(__name__)
@@ -80,13 +93,6 @@ LABEL_ENV = "unsee.env"
 LABEL_ROLE = "unsee.role"
 LABEL_PARENT = "unsee.parent"
 SNAPSHOT_REPO = "unsee-snap"
-INSTALL_HINT = (
-    "Start a Docker daemon (as root: `apt-get install -y docker.io` then "
-    "`dockerd --bridge=none --iptables=false --ip6tables=false --live-restore &`, "
-    "or `source scripts/docker-up.sh`), set DOCKER_HOST if it uses another socket, "
-    "or use the 'local' backend"
-)
-CLIENT_TIMEOUT = 600
 
 # Runs "$2" in its own process group and kills the whole group after "$1"
 # seconds (busybox `timeout` would only kill the top process, leaving
@@ -100,89 +106,16 @@ _TIMEOUT_WRAPPER = (
 )
 
 
-# -- client and error translation ------------------------------------------
-
-_clients: dict[str, Any] = {}
-_clients_lock = threading.Lock()
-
-
-def docker_client(*, fresh: bool = False, timeout: int = CLIENT_TIMEOUT):
-    """A (cached, per DOCKER_HOST) docker SDK client for a daemon that answers ping.
-
-    Raises SandboxUnavailable with an install/start hint when there is none.
-    """
-    try:
-        import docker
-    except ImportError as exc:  # pragma: no cover - docker is a dependency
-        raise SandboxUnavailable("the docker SDK is not installed", backend="docker",
-                                 hint="pip install docker") from exc
-    key = os.environ.get("DOCKER_HOST", "")
-    with _clients_lock:
-        client = None if fresh else _clients.get(key)
-        if client is not None:
-            return client
-        try:
-            client = docker.from_env(timeout=timeout)
-            client.ping()
-        except Exception as exc:
-            raise SandboxUnavailable(
-                f"no Docker daemon reachable at {key or 'the default socket'} ({type(exc).__name__})",
-                backend="docker",
-                hint=INSTALL_HINT,
-            ) from exc
-        _clients[key] = client
-        return client
-
-
-def daemon_unavailable_reason() -> str | None:
-    """None when a daemon answers ping, else why not (registry check)."""
-    try:
-        import docker
-
-        client = docker.from_env(timeout=3)
-        try:
-            client.ping()
-        finally:
-            client.close()
-        return None
-    except Exception as exc:
-        return f"no Docker daemon reachable ({type(exc).__name__}: {str(exc)[:120]})"
-
-
-@contextlib.contextmanager
-def translate_errors(what: str = "docker call") -> Iterator[None]:
-    """Map SDK/transport exceptions to unsee.sandbox errors."""
-    import docker.errors
-    import requests.exceptions
-
-    try:
-        yield
-    except SandboxError:
-        raise
-    except requests.exceptions.ReadTimeout as exc:
-        raise DaemonLost(f"{what}: the Docker daemon did not answer in time") from exc
-    except (requests.exceptions.ConnectionError, ConnectionError) as exc:
-        raise DaemonLost(f"{what}: lost the Docker daemon ({type(exc).__name__})") from exc
-    except docker.errors.APIError as exc:
-        raise BackendError(f"{what}: {exc.explanation or exc}") from exc
-    except docker.errors.DockerException as exc:
-        raise DaemonLost(f"{what}: {exc}") from exc
-    except OSError as exc:  # raw socket errors from hijacked exec streams
-        raise DaemonLost(f"{what}: {exc}") from exc
-
-
-def _is_not_found(exc: BaseException) -> bool:
-    import docker.errors
-
-    return isinstance(exc, docker.errors.NotFound)
-
-
 # -- the environment ----------------------------------------------------------
 
 
 class DockerEnvironment(Environment):
     backend = "docker"
     capabilities = ALL_CAPABILITIES
+    OPTIONS = frozenset({
+        "image", "client", "user", "workdir", "environment", "mem_limit", "pids_limit",
+        "nano_cpus", "flatten_every", "keep_snapshots", "env_id",
+    })
 
     def __init__(
         self,
@@ -496,6 +429,7 @@ class DockerEnvironment(Environment):
             environment=self._environment,
             flatten_every=self.flatten_every,
             env_id=child_id,
+            keep_snapshots=self.keep_snapshots,  # a committed replay's shadow becomes the session's
             _role="shadow",
             _parent=self.env_id,
             _owned_images=[image_id],
@@ -503,6 +437,10 @@ class DockerEnvironment(Environment):
         )
         self._children.append(child)
         return child
+
+    def discard(self) -> None:
+        self.keep_snapshots = False
+        self.close()
 
     def delete_snapshot(self, snapshot: SnapshotId) -> None:
         """Remove a snapshot's image now (e.g. to erase what it holds)."""
@@ -609,6 +547,3 @@ def cleanup(client: Any = None, *, env_id: str | None = None, include_base: bool
             except docker.errors.APIError as exc:
                 failed.append(f"image {img.id[:19]}: {exc.explanation}")
     return CleanupReport(n_c, n_i, tuple(failed))
-
-
-register_backend("docker", DockerEnvironment, check=daemon_unavailable_reason, hint=INSTALL_HINT)

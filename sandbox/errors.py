@@ -12,6 +12,7 @@ from typing import Any
 __all__ = [
     "SandboxError",
     "BackendNotFound",
+    "InvalidOption",
     "SandboxUnavailable",
     "DaemonLost",
     "ExecTimeout",
@@ -43,6 +44,23 @@ class BackendNotFound(SandboxError, LookupError):
         super().__init__(
             f"unknown sandbox backend {name!r}; known backends: {', '.join(known)} "
             "(a third-party backend must be imported so it can call register_backend())"
+        )
+
+
+class InvalidOption(SandboxError, TypeError):
+    """``open_environment`` was given an option the backend does not declare.
+
+    ``accepted`` is what the backend declares (its ``OPTIONS``); ``unknown`` the
+    offending names. A ``TypeError``, like any unexpected keyword argument.
+    """
+
+    def __init__(self, backend: str, unknown: list[str], accepted: list[str]):
+        self.backend = backend
+        self.unknown = unknown
+        self.accepted = accepted
+        super().__init__(
+            f"sandbox backend {backend!r} does not accept option(s) {', '.join(map(repr, unknown))}; "
+            f"it accepts: {', '.join(accepted) or 'none'}"
         )
 
 

@@ -8,10 +8,11 @@ Two flavors, both imported with ``docker import`` (no registry needed):
     configured in ``/etc/apt/sources.list(.d)``, trimmed (apt lists, docs, man
     pages, locales). ~80 s the first time; the rootfs tarball is cached under
     ``<cache>/sandbox/`` so later builds (e.g. on a fresh daemon) import it in
-    ~4 s. Needs root and ``debootstrap`` (``apt-get install debootstrap``).
+    ~4 s. Needs root; a missing ``debootstrap`` is installed (as root) with
+    ``apt-get install -y debootstrap``.
 
 ``busybox`` (tag ``unsee-sandbox:busybox``)
-    The host's static busybox (``apt-get install busybox-static``) with an
+    The host's static busybox (``busybox-static``, installed the same way) with an
     applet symlink farm: ~2 MB, built in well under a second. No python3 inside.
     The test suite and CI use it; tools that need python3 use the python flavor.
 
@@ -37,6 +38,7 @@ import time
 from pathlib import Path
 from typing import Literal
 
+from .docker_api import docker_client, translate_errors
 from .errors import ImageBuildError
 
 __all__ = [
@@ -48,6 +50,7 @@ __all__ = [
     "image_tag",
     "debian_mirror",
     "cache_dir",
+    "ensure_host_package",
 ]
 
 log = logging.getLogger(__name__)
@@ -106,8 +109,6 @@ def build_image(
     Raises ImageBuildError saying what to install when material is missing,
     SandboxUnavailable when no daemon is reachable.
     """
-    from .docker_env import docker_client
-
     tag = tag or image_tag(flavor)
     client = client or docker_client()
     if not force and _image_exists(client, tag):
@@ -133,8 +134,6 @@ def build_image(
 def _image_exists(client, tag: str) -> bool:
     import docker.errors
 
-    from .docker_env import translate_errors
-
     with translate_errors():
         try:
             client.images.get(tag)
@@ -144,8 +143,6 @@ def _image_exists(client, tag: str) -> bool:
 
 
 def _import(client, src, tag: str, flavor: str) -> None:
-    from .docker_env import translate_errors
-
     repo, _, name = tag.rpartition(":")
     if not repo or "/" in name:
         repo, name = tag, "latest"
@@ -161,10 +158,32 @@ def _import(client, src, tag: str, flavor: str) -> None:
 # -- busybox -----------------------------------------------------------------
 
 
-def _static_busybox() -> Path:
-    path = shutil.which("busybox") or ("/bin/busybox" if Path("/bin/busybox").exists() else None)
+def ensure_host_package(binary: str, package: str) -> str:
+    """The path of ``binary``; installs Debian's ``package`` first when it is missing and we are root.
+
+    Not root (or no apt-get): ImageBuildError with the exact command to run.
+    """
+    path = shutil.which(binary)
+    if path:
+        return path
+    command = f"apt-get install -y {package}"
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        raise ImageBuildError(f"{binary} not found; install it (as root): {command}")
+    log.warning("%s not found; installing it: %s", binary, command)
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for argv in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", package]):
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env)
+        if proc.returncode != 0:
+            raise ImageBuildError(f"`{' '.join(argv)}` failed ({proc.returncode}): {proc.stderr[-400:]}; "
+                                  f"install it by hand: {command}")
+    path = shutil.which(binary)
     if not path:
-        raise ImageBuildError("busybox not found; install it: apt-get install -y busybox-static")
+        raise ImageBuildError(f"{binary} still not found after `{command}`")
+    return path
+
+
+def _static_busybox() -> Path:
+    path = ensure_host_package("busybox", "busybox-static")
     data = Path(path).read_bytes()
     if b"/lib64/ld-linux" in data or b"/lib/ld-linux" in data:
         raise ImageBuildError(
@@ -267,8 +286,7 @@ def debootstrap_rootfs_tar(dest: Path, *, mirror: str | None = None) -> Path:
     """Run debootstrap into a temp dir, trim it, add the sandbox user, tar it to ``dest``."""
     if os.geteuid() != 0:
         raise ImageBuildError("debootstrap needs root; run `unsee sandbox build-image` as root")
-    if not shutil.which("debootstrap"):
-        raise ImageBuildError("debootstrap not found; install it: apt-get install -y debootstrap")
+    ensure_host_package("debootstrap", "debootstrap")
     mirror = mirror or debian_mirror()
     dest.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="unsee-rootfs-"))

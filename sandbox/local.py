@@ -31,7 +31,6 @@ from .base import (
     as_bytes,
 )
 from .errors import ExecFailed, ExecTimeout, PathNotFound, PathOutsideSandbox, SnapshotNotFound
-from .registry import register_backend
 
 __all__ = ["LocalEnvironment"]
 
@@ -39,6 +38,7 @@ __all__ = ["LocalEnvironment"]
 class LocalEnvironment(Environment):
     backend = "local"
     capabilities = ALL_CAPABILITIES
+    OPTIONS = frozenset({"root", "env", "keep", "env_id"})
 
     def __init__(
         self,
@@ -184,9 +184,16 @@ class LocalEnvironment(Environment):
 
     def shadow(self) -> "LocalEnvironment":
         self._require("shadow")
-        child = LocalEnvironment(env=self._env, keep=False, _seed=self.workspace)
+        # A shadow keeps its snapshots when its parent does: a committed replay makes the
+        # shadow the session's environment, and its snapshots are on the new checkpoints.
+        root = self.root.parent / f"{self.root.name}-shadow-{uuid.uuid4().hex[:8]}" if self._keep else None
+        child = LocalEnvironment(root, env=self._env, keep=self._keep, _seed=self.workspace)
         self._children.append(child)
         return child
+
+    def discard(self) -> None:
+        self.close()
+        shutil.rmtree(self.root, ignore_errors=True)
 
     def close(self) -> None:
         if self._closed:
@@ -203,6 +210,3 @@ def _kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-register_backend("local", LocalEnvironment)

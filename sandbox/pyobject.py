@@ -42,7 +42,6 @@ from .base import (
     as_bytes,
 )
 from .errors import ExecFailed, ExecTimeout, PathNotFound, SnapshotNotFound
-from .registry import register_backend
 
 __all__ = ["PythonObjectEnvironment"]
 
@@ -51,6 +50,7 @@ ExecCallable = Callable[..., Any]
 
 class PythonObjectEnvironment(Environment):
     backend = "python"
+    OPTIONS = frozenset({"obj", "files", "commands", "env_id"})
 
     def __init__(
         self,
@@ -226,6 +226,3 @@ def _assign_in_place(current: Any, new: Any) -> Any:
         except (AttributeError, TypeError):
             return new
     return new
-
-
-register_backend("python", PythonObjectEnvironment)

@@ -7,7 +7,9 @@ arguments. No tracebacks.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 from enum import Enum
 from pathlib import Path
@@ -19,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from unsee.core import resolve_home
-from unsee.middleware.errors import UnseeError
+from unsee.middleware.errors import AmbiguousTarget, UnseeError
 
 app = typer.Typer(
     name="unsee",
@@ -28,8 +30,33 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     no_args_is_help=True,
 )
-console = Console()
 err = Console(stderr=True)
+
+#: the width of output that is not a terminal: never truncated or wrapped, so ids stay copyable
+PIPE_WIDTH = 100_000
+
+
+def _console() -> Console:
+    """A console on stdout: the terminal's width, or (piped, redirected) no width limit."""
+    c = Console()
+    if not c.is_terminal:
+        c.width = PIPE_WIDTH
+    return c
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("unsee")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"unsee {_version()}")
+        raise typer.Exit()
 
 
 class _State:
@@ -42,17 +69,31 @@ state = _State()
 @app.callback()
 def _root(
     home: Optional[Path] = typer.Option(None, "--home", help="unsee home (default: $UNSEE_HOME or ./.unsee)"),
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="print the version and exit"),
 ) -> None:
     state.home = resolve_home(home)
+
+
+def _home() -> Path:
+    """The home; one that exists and is not a directory is an error naming it."""
+    from unsee.middleware.store_files import check_home
+
+    return check_home(state.home or resolve_home())
 
 
 def _open(must_exist: bool = True):
     from unsee.core import Unsee
 
-    home = state.home or resolve_home()
-    if must_exist and not (home / "provenance.sqlite").exists():
-        raise UnseeError(f"no unsee home at {home} (set --home or UNSEE_HOME)")
+    home = _require_home() if must_exist else _home()
     return Unsee(home=home)
+
+
+def _require_home() -> Path:
+    home = _home()
+    if not (home / "provenance.sqlite").exists():
+        raise UnseeError(f"no unsee home at {home} (set --home or UNSEE_HOME)")
+    return home
 
 
 @app.command("sessions")
@@ -63,11 +104,15 @@ def sessions_cmd(as_json: bool = typer.Option(False, "--json", help="machine-rea
     if as_json:
         print(json.dumps([s.model_dump() for s in rows], indent=1))
         return
-    t = Table("session", "turns", "artifacts", "checkpoints", "tokenizer", "complete")
+    t = Table()
+    # ids are never cut with an ellipsis: folded on a narrow terminal, whole when piped
+    t.add_column("session", overflow="fold")
+    for name in ("turns", "artifacts", "checkpoints", "tokenizer", "complete"):
+        t.add_column(name)
     for s in rows:
         t.add_row(s.session_id, str(s.turns), str(s.artifacts), str(s.checkpoints), s.tokenizer or "-",
                   "yes" if not s.incomplete else f"NO ({s.failures} failures)")
-    console.print(t)
+    _console().print(t)
 
 
 class GraphFormat(str, Enum):
@@ -86,6 +131,12 @@ def graph_cmd(
     """Print the provenance graph of a session."""
     from unsee.middleware.render import FORMATS
 
+    if target is not None and not target.strip():
+        raise cx.BadParameter("--target must be a non-empty text (the text whose taint closure to highlight)")
+    if source is not None and not source.strip():
+        raise cx.BadParameter("--source must be a non-empty artifact id or source key")
+    if source is not None and target is None:
+        raise cx.BadParameter("--source restricts --target: give --target TEXT too")
     g = _open().graph(session)
     closure = g.taint(g.locate(target, source)) if target else frozenset()
     sys.stdout.write(FORMATS[fmt.value](g, closure))
@@ -103,6 +154,7 @@ def export_cmd(
         raise cx.UsageError("give --otlp-endpoint URL and/or --jaeger-json FILE")
     u = _open()
     u.store.require(session)
+    console = _console()
     if otlp_endpoint:
         n = u.export_otlp(session, otlp_endpoint, protocol=protocol)
         console.print(f"sent {n} spans of {session} to {otlp_endpoint}")
@@ -124,30 +176,90 @@ def demo_cmd(
 
     if model not in ("local", "scripted"):
         raise cx.BadParameter("--model must be local or scripted")
-    home = state.home or resolve_home()
-    run_demo(home=home, session=session, jaeger_json=jaeger_json, console=console, model=model,
+    run_demo(home=_home(), session=session, jaeger_json=jaeger_json, console=_console(), model=model,
              forget=not no_forget)
 
 
+_AGENT_WANTED = "must name a compiled agent or a zero-argument factory returning one"
+
+
+def _short(text: str, n: int = 80) -> str:
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
 def _load_agent(spec: str):
-    """``module:attribute`` -> a compiled agent (or a zero-argument factory of one)."""
+    """``module:attribute`` -> a compiled agent (or a zero-argument factory of one).
+
+    A spec that names nothing, or something that is neither, is a usage error
+    (exit 2); a module or factory that fails while running is a failed operation.
+    """
+    mod_name, _, attr = spec.partition(":")
+    if not mod_name.strip() or not attr.strip():
+        raise cx.BadParameter(f"--agent must be module:attribute, got {spec!r}")
+    sys.path.insert(0, str(Path.cwd()))
+    with _home_env():
+        return _agent_from(spec, mod_name, attr)
+
+
+@contextlib.contextmanager
+def _home_env():
+    """While an --agent module loads: $UNSEE_HOME is this command's home, so a factory that
+    opens ``resolve_home()`` (as unsee.demo:agent_factory does) follows --home."""
+    old = os.environ.get("UNSEE_HOME")
+    os.environ["UNSEE_HOME"] = str(_home())
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("UNSEE_HOME", None)
+        else:
+            os.environ["UNSEE_HOME"] = old
+
+
+def _agent_from(spec: str, mod_name: str, attr: str):
     import importlib
+    import inspect
 
     from langgraph.pregel import Pregel
 
-    if ":" not in spec:
-        raise cx.BadParameter(f"--agent must be module:attribute, got {spec!r}")
-    mod_name, attr = spec.split(":", 1)
-    sys.path.insert(0, str(Path.cwd()))
     try:
-        obj = getattr(importlib.import_module(mod_name), attr)
-    except (ImportError, AttributeError) as e:
-        raise UnseeError(f"cannot import --agent {spec}: {e}") from e
-    if not isinstance(obj, Pregel) and callable(obj):
-        obj = obj()
-    if not isinstance(obj, Pregel):
-        raise UnseeError(f"--agent {spec} is not a compiled LangGraph agent (got {type(obj).__name__})")
-    return obj
+        module = importlib.import_module(mod_name)
+    except ModuleNotFoundError as e:
+        if e.name and (mod_name == e.name or mod_name.startswith(e.name + ".")):
+            raise cx.BadParameter(f"--agent {spec}: no module named {e.name!r}") from e
+        raise UnseeError(f"--agent {spec}: importing {mod_name} failed: {e}") from e
+    except Exception as e:
+        raise UnseeError(f"--agent {spec}: importing {mod_name} failed: {type(e).__name__}: {e}") from e
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise cx.BadParameter(f"--agent {spec}: {mod_name} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if isinstance(obj, Pregel):
+        return obj
+    if not callable(obj):
+        raise cx.BadParameter(f"--agent {spec} {_AGENT_WANTED}; got {type(obj).__name__} "
+                              f"{_short(repr(obj))}")
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        sig = None  # builtins without a signature: try the call
+    if sig is not None:
+        try:
+            sig.bind()
+        except TypeError:
+            raise cx.BadParameter(f"--agent {spec} {_AGENT_WANTED}; got {type(obj).__name__} "
+                                  f"{_short(attr + str(sig))}, which takes arguments") from None
+    try:
+        made = obj()
+    except UnseeError:
+        raise
+    except Exception as e:
+        raise UnseeError(f"--agent {spec}: the factory failed: {type(e).__name__}: {e}") from e
+    if not isinstance(made, Pregel):
+        raise cx.BadParameter(f"--agent {spec} {_AGENT_WANTED}; {attr}() returned {type(made).__name__} "
+                              f"{_short(repr(made))}")
+    return made
 
 
 def _owner_of(agent):
@@ -168,12 +280,25 @@ def forget_cmd(
     target: str = typer.Option(..., "--target", help="the text to forget"),
     source: Optional[str] = typer.Option(None, "--source", help="artifact id or source key it entered through"),
     strategy: str = typer.Option("B7", "--strategy", help="B0 B1 B2 B3 B4 B5 B5' B6 B7 (B8 B9 need IFC)"),
-    agent: Optional[str] = typer.Option(None, "--agent", help="module:attribute of the compiled agent or a factory"),
+    agent: Optional[str] = typer.Option(
+        None, "--agent",
+        help="module:attribute of the compiled agent, or of a zero-argument factory returning it; "
+             "B7 (replay) needs it here, e.g. --agent unsee.demo:agent_factory"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the plan, change nothing"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     reason: str = typer.Option("", "--reason", help="why (kept in the report)"),
 ) -> None:
-    """Forget TARGET in SESSION: rebuild the state as if it had never been seen."""
+    """Forget TARGET in SESSION: rebuild the state as if it had never been seen.
+
+    B7 (the default) and the other replaying strategies re-run the session
+    through its agent. The agent lives in the process that ran the session,
+    never in this one: name it with --agent module:attribute (a compiled agent,
+    or a zero-argument factory that builds it on the same home), e.g.
+
+    unsee forget demo --target 4417-2231 --agent unsee.demo:agent_factory
+
+    --dry-run only plans and needs no agent.
+    """
     from unsee.plugins.replay.events import RevocationEvent
     from unsee.plugins.replay.report import STRATEGIES
 
@@ -183,6 +308,9 @@ def forget_cmd(
         event = RevocationEvent(target=target, source=source, reason=reason, raised_by="operator")
     except ValueError as e:
         raise cx.BadParameter(f"--target: {e.errors()[0]['msg'] if hasattr(e, 'errors') else e}") from e
+    if not session.strip():
+        raise cx.BadParameter("SESSION must be a non-empty session id")
+    _require_home()  # before an --agent factory opens (and so makes) a home
     compiled = _load_agent(agent) if agent else None
     u = (_owner_of(compiled) if compiled is not None else None) or _open()
     result = u.forget(session, event, strategy, agent=compiled, dry_run=dry_run)
@@ -191,7 +319,7 @@ def forget_cmd(
         return
     from unsee.report_view import render_plan, render_report
 
-    console.print(render_plan(result) if dry_run else render_report(result))
+    _console().print(render_plan(result) if dry_run else render_report(result))
 
 
 @app.command("serve")
@@ -200,17 +328,28 @@ def serve_cmd(
                                         help="bearer token clients must send (or $UNSEE_SERVE_TOKEN)"),
     host: str = typer.Option("127.0.0.1", "--host"),
     port: int = typer.Option(8765, "--port"),
-    agent: Optional[str] = typer.Option(None, "--agent", help="module:attribute of the agent replays run through"),
+    agent: Optional[str] = typer.Option(
+        None, "--agent",
+        help="module:attribute of the agent replays run through (or a zero-argument factory returning it); "
+             "B7 (replay) needs it, e.g. --agent unsee.demo:agent_factory"),
 ) -> None:
-    """Accept revocation events over HTTP (POST /v1/revocations) and forget them."""
+    """Accept revocation events over HTTP (POST /v1/revocations) and forget them.
+
+    B7 (the default) replays sessions through their agent, which this process
+    did not run: start the server with --agent module:attribute (a compiled
+    agent, or a zero-argument factory that builds it on the same home), e.g.
+
+    unsee serve --token T --agent unsee.demo:agent_factory
+    """
     from unsee.server import make_server
 
     if not token:
         raise cx.BadParameter("a token is required: --token or UNSEE_SERVE_TOKEN")
+    _require_home()
     compiled = _load_agent(agent) if agent else None
     u = (_owner_of(compiled) if compiled is not None else None) or _open()
     server = make_server(u, token, host, port, compiled)
-    console.print(f"unsee serve: POST http://{host}:{server.server_address[1]}/v1/revocations")
+    _console().print(f"unsee serve: POST http://{host}:{server.server_address[1]}/v1/revocations")
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -240,12 +379,14 @@ _mount_optional()
 
 def _error(message: str) -> None:
     """One line on stderr, never wrapped."""
-    err.print(f"error: {' '.join(str(message).split())}", markup=False, highlight=False, soft_wrap=True)
+    err.print(f"error: {' '.join(str(message).split())}", markup=False, highlight=False, emoji=False,
+              soft_wrap=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        app(args=argv, standalone_mode=False)
+        # Without standalone mode click *returns* a sub-command's typer.Exit code instead of raising it.
+        rc = app(args=argv, standalone_mode=False)
     except typer.Exit as e:
         return e.exit_code
     except typer.Abort:
@@ -259,6 +400,9 @@ def main(argv: list[str] | None = None) -> int:
     except cx.ClickException as e:
         _error(e.format_message())
         return e.exit_code or 1
+    except AmbiguousTarget as e:  # the fix is another argument: word it as one
+        _error(AmbiguousTarget.message(e.sources, "--source"))
+        return 2
     except UnseeError as e:
         _error(str(e))
         return 1
@@ -267,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # never a traceback at the command line
         _error(f"{type(e).__name__}: {e}")
         return 1
-    return 0
+    return rc if isinstance(rc, int) else 0
 
 
 if __name__ == "__main__":

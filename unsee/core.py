@@ -26,6 +26,7 @@ from unsee.middleware.processor import ProvenanceSpanProcessor
 from unsee.middleware.recorder import EnvSnapshotter, Recorder
 from unsee.middleware.records import SessionInfo
 from unsee.middleware.store import ProvenanceStore
+from unsee.middleware.store_files import ensure_home
 from unsee.middleware.tokens import TokenCounter, counter_for_model, tiktoken_counter
 from unsee.sandbox import open_environment
 from unsee.sandbox.ledger import Ledger
@@ -67,8 +68,7 @@ class Unsee:
         model: str | os.PathLike = "cpu",
         service_name: str = "unsee",
     ):
-        self.home = resolve_home(home)
-        self.home.mkdir(parents=True, exist_ok=True)
+        self.home = ensure_home(resolve_home(home))  # HomeNotADirectory
         self.store = ProvenanceStore(self.home)
         self.hasher = ContentHasher.from_home(self.home)
         self.processor = ProvenanceSpanProcessor(self.store)
@@ -111,10 +111,13 @@ class Unsee:
         """Environments whose snapshots outlive this process (kept roots/images under the home)."""
         import uuid
 
+        from unsee.sandbox import backend_options
+
         def make():
             root = self.home / "sandboxes" / uuid.uuid4().hex[:12]
-            opts = {"local": {"root": root, "keep": True}, "docker": {"keep_snapshots": True}}.get(
-                name, {"root": root, "keep": True, "keep_snapshots": True})  # auto drops what does not apply
+            wanted = {"root": root, "keep": True, "keep_snapshots": True}
+            accepted = backend_options(name)  # what the backend declares (auto: either of its two)
+            opts = {k: v for k, v in wanted.items() if accepted is None or k in accepted}
             return open_environment(name, **opts)
 
         return make
@@ -264,7 +267,10 @@ class Unsee:
         """Make the session's state the counterfactual where ``event.target`` was never seen.
 
         Returns a ``ForgetReport`` (or, with ``dry_run``, the ``ForgetPlan``).
-        ``agent`` is needed only when this process did not run the session.
+        ``agent`` (a compiled LangGraph agent, not a ``"module:attr"`` string) is
+        needed only when this process did not run the session. Every argument
+        is checked before anything is written (``InvalidArgument``,
+        ``UnknownStrategy``); ``side_effects`` is ``defer`` | ``ask`` | ``execute``.
         """
         from unsee.plugins.replay.operator import Forgetter
 

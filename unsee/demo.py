@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,9 @@ from langgraph.store.memory import InMemoryStore
 from rich.console import Console
 from rich.table import Table
 
-from unsee.core import Unsee, resolve_home
+from unsee.core import DEFAULT_HOME, Unsee, resolve_home
+from unsee.middleware.context import logical_session
+from unsee.progress import StepProgress
 from unsee.scripted import ScriptedChatModel, call_id
 
 SECRET = "4417-2231"
@@ -78,8 +81,8 @@ def build_tools(u: Unsee) -> list:
     @u.tool(effect="external")
     def issue_refund(order_id: str, amount: float) -> str:
         """Issue a refund for an order (moves money)."""
-        with open(payments, "a") as f:
-            f.write(f"refund {order_id} {amount:.2f}\n")
+        with open(payments, "a") as f:  # one line per payment, tagged with the session it was paid for
+            f.write(f"refund {logical_session()} {order_id} {amount:.2f}\n")
         return f"Refund R-{order_id}-1 of {amount:.2f} EUR issued for order {order_id}."
 
     @u.tool(effect="write", sandboxed=True)
@@ -171,20 +174,25 @@ def extractive_summary(messages: Sequence[BaseMessage]) -> str:
     return " | ".join(str(m.content)[:160] for m in messages if m.content)
 
 
-def make_model(u: Unsee, which: str):
+def make_model(u: Unsee, which: str, progress: Callable[[str], None] | None = None):
     if which == "scripted":
         return ScriptedChatModel(policy=support_policy), "scripted policy (deterministic stand-in, not a neural model)"
-    model = u.chat_model(max_tokens=64)
-    return model, f"local model {model.model_name} ({model._llm_type}, KV cache per session)"
+    if progress is not None:
+        progress("loading the local model (a one-time conversion on first use, then ~3 s)")
+    model = u.chat_model(max_tokens=64, progress=progress)
+    return model, (f"local model {model.model_name} ({model._llm_type}, KV cache per session; the demo's "
+                   "router picks which tool a request calls, the model writes the arguments)")
 
 
-def build_agent(u: Unsee, checkpointer, store, model):
+def build_agent(u: Unsee, checkpointer, store, model, progress: Console | None = None):
     routing = [] if isinstance(model, ScriptedChatModel) else [ToolRouting()]
+    shown = [StepProgress(progress)] if progress is not None else []
     return create_agent(
         model,
         build_tools(u),
         system_prompt=SYSTEM_PROMPT,
         middleware=[
+            *shown,
             *routing,
             u.middleware(),
             u.memory_middleware(store, ("memories", USER)),
@@ -196,19 +204,48 @@ def build_agent(u: Unsee, checkpointer, store, model):
     )
 
 
-def open_demo(home: Path, which: str = "scripted"):
-    """(u, agent, model description, sqlite connection) for a demo home."""
+def open_demo(home: Path, which: str = "scripted", progress: Console | None = None):
+    """(u, agent, model description, sqlite connection) for a demo home.
+
+    ``progress``: a console that gets one line per model/tool step (and a
+    spinner on a terminal): the local model takes seconds per step.
+    """
     u = Unsee(home=home, sandbox="auto", sandbox_setup=sandbox_setup)
     store = u.recorded_store(InMemoryStore())
     conn = sqlite3.connect(Path(home) / "langgraph.sqlite", check_same_thread=False)
-    model, label = make_model(u, which)
-    return u, build_agent(u, SqliteSaver(conn), store, model), label, conn
+    say = (lambda line: progress.print(f"  [dim]{line}[/]", highlight=False)) if progress is not None else None
+    model, label = make_model(u, which, say)
+    return u, build_agent(u, SqliteSaver(conn), store, model, progress), label, conn
 
 
 def agent_factory():
-    """For ``unsee forget --agent unsee.demo:agent_factory`` (home from $UNSEE_HOME or ./.unsee)."""
+    """For ``unsee forget --agent unsee.demo:agent_factory`` (home from $UNSEE_HOME or ./.unsee;
+    ``UNSEE_DEMO_MODEL=local`` replays with the local model, default: the scripted one)."""
     _, agent, _, _ = open_demo(resolve_home(), os.environ.get("UNSEE_DEMO_MODEL", "scripted"))
     return agent
+
+
+def refunds_paid(home: Path, session: str) -> int:
+    """Refunds the (stand-in) payment provider paid for ``session``."""
+    log = Path(home) / "payments.log"
+    if not log.exists():
+        return 0
+    return sum(1 for line in log.read_text().splitlines() if line.split()[:2] == ["refund", session])
+
+
+def next_steps(home: Path, session: str, model: str, forgot: bool) -> list[str]:
+    """Commands to run after the demo, exactly as they work from the current directory."""
+    default = Path(os.environ.get("UNSEE_HOME") or DEFAULT_HOME)
+    opt = "" if Path(home).resolve() == default.resolve() else f"--home {shlex.quote(str(home))} "
+    env = "UNSEE_DEMO_MODEL=local " if model == "local" else ""
+    # After the forget the card number is gone; the preference is still there to revoke.
+    target = "updates by email" if forgot else SECRET
+    return [
+        f"unsee {opt}sessions",
+        f"unsee {opt}graph {session} --target {shlex.quote(target)}",
+        f"unsee {opt}export {session} --jaeger-json demo.json",
+        f"{env}unsee {opt}forget {session} --target {shlex.quote(target)} --agent unsee.demo:agent_factory --dry-run",
+    ]
 
 
 def run_demo(home: Path, session: str, jaeger_json: Path, console: Console | None = None,
@@ -219,8 +256,10 @@ def run_demo(home: Path, session: str, jaeger_json: Path, console: Console | Non
     console = console or Console()
     home = Path(home)
     home.mkdir(parents=True, exist_ok=True)
-    u, agent, label, conn = open_demo(home, model)
-    console.print("[bold]unsee demo[/] - customer-support agent")
+    console.print("[bold]unsee demo[/] - a customer-support agent is recorded, then made to forget a card number")
+    if model == "local":
+        console.print("[dim]The local model runs on the CPU: a few seconds per step; each step is shown.[/]")
+    u, agent, label, conn = open_demo(home, model, console if model == "local" else None)
     console.print(f"model: {label}")
     if u.store.has_session(session):  # a rerun on the same home starts a fresh thread
         session = f"{session}-{len(u.sessions()) + 1}"
@@ -236,12 +275,13 @@ def run_demo(home: Path, session: str, jaeger_json: Path, console: Console | Non
     console.print()
     console.print(f"[bold]Provenance of the secret[/] (session {session}, {len(g)} artifacts, "
                   f"{len(g.checkpoints)} checkpoints)")
-    console.print(f"  entered at step tau={hit.step} through {hit.artifact_type.value} {hit.artifact_id} "
-                  f"from {', '.join(hit.source_ids)}")
-    console.print(f"  taint closure |I(z)| = {len(closure)}")
+    console.print(f"  entered at step tau={hit.step} (the first step whose input held it) through "
+                  f"{hit.artifact_type.value} {hit.artifact_id} from {', '.join(hit.source_ids)}")
+    console.print(f"  taint closure |I(z)| = {len(closure)} (artifacts that hold it or were computed from it)")
     cp = g.checkpoint_before(hit.step)
     if cp is not None:
-        console.print(f"  latest checkpoint at or before tau: {cp.id} ({cp.kind.value}, token offset {cp.token_offset})")
+        console.print(f"  latest checkpoint at or before tau: {cp.id} ({cp.kind.value}, token offset "
+                      f"{cp.token_offset}): everything before it is reused as is")
     t = Table("seq", "step", "type", "artifact", "holds the secret")
     for a in g:
         if a.id in closure:
@@ -249,11 +289,13 @@ def run_demo(home: Path, session: str, jaeger_json: Path, console: Console | Non
                       "verbatim" if SECRET in (g.content(a.id) or "") else "derived")
     console.print(t)
     n = u.export_jaeger_json(session, jaeger_json)
-    console.print(f"wrote {n} spans to {jaeger_json} (Jaeger UI: Search > Upload)")
+    console.print(f"wrote {n} spans to {jaeger_json} (Jaeger UI: Search > Upload; spans carry no payload text)")
     result = {"session": session, "tau": hit.step, "closure": len(closure), "artifacts": len(g), "spans": n}
     if forget:
         console.print()
-        console.print("[bold]Dana takes her card number back:[/] revoking it (strategy B7)")
+        console.print("[bold]Dana takes her card number back:[/] revoking it with strategy B7 (unsee's own: "
+                      "restore the checkpoint before tau, replay only the steps after it, decode again only "
+                      "the model turns that saw the secret, never fire a side effect twice)")
         report = u.forget(session, RevocationEvent(target=SECRET, reason="user revoked", raised_by="user"))
         console.print(render_report(report))
         console.print(f"[cyan]user>[/] {AFTER}")
@@ -262,9 +304,15 @@ def run_demo(home: Path, session: str, jaeger_json: Path, console: Console | Non
         console.print(f"[green]agent>[/] {answer}")
         leaked = SECRET in answer or any(SECRET in str(m.content) for m in out["messages"])
         console.print(f"secret in the live state after forgetting: {'YES' if leaked else 'no'}")
-        payments = (u.home / "payments.log").read_text().count("refund") if (u.home / "payments.log").exists() else 0
-        console.print(f"refunds actually paid: {payments} (the replay never fires a side effect twice)")
+        payments = refunds_paid(u.home, session)
+        console.print(f"refunds actually paid for {session}: {payments} (the replay never fires a side effect twice)")
         result.update(report=report.model_dump(mode="json"), leaked=leaked, payments=payments)
     conn.close()
     u.close()
+    console.print()
+    console.print(f"[bold]The recording is in {home}[/] (provenance.sqlite, vault.sqlite, langgraph.sqlite, "
+                  "sandboxes/). Next, try:")
+    result["next"] = next_steps(home, session, model, forget)
+    for cmd in result["next"]:
+        console.print(f"  {cmd}", highlight=False, markup=False, soft_wrap=True)
     return result

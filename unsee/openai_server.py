@@ -92,12 +92,14 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8000)
-    ap.add_argument("--home", default=None, help="unsee home holding the converted model")
+    ap.add_argument("--model-cache", default=None,
+                    help="folder of the converted model (default: $UNSEE_MODEL_CACHE or ~/.unsee/models)")
     ap.add_argument("--model", default="cpu", help="cpu | exllamav2 | path")
     args = ap.parse_args(argv)
     from unsee.plugins.replay.chat_model import LocalChatModel
 
-    model = LocalChatModel.from_spec(args.model, Path(args.home) if args.home else None, max_tokens=64)
+    model = LocalChatModel.from_spec(args.model, cache_dir=Path(args.model_cache) if args.model_cache else None,
+                                     max_tokens=64)
     server = make_server(model, args.host, args.port)
     print(f"serving on http://{args.host}:{server.server_address[1]}/v1", flush=True)
     server.serve_forever()

@@ -1,4 +1,8 @@
-"""Rich renderings of a forget plan and report (CLI and demo)."""
+"""Rich renderings of a forget plan and report (CLI and demo).
+
+Panels fit their content (``expand=False``): piped output has no width limit,
+so ids and values are never cut, and a panel must not fill that width.
+"""
 
 from __future__ import annotations
 
@@ -34,7 +38,8 @@ def render_plan(p: ForgetPlan) -> Panel:
     risk = _effects("side effects that may be orphaned", p.side_effects_at_risk)
     if risk is not None:
         parts.append(risk)
-    return Panel(Group(*parts), title=f"forget plan for {p.session_id} (dry run: nothing changed)")
+    return Panel(Group(*parts), title=f"forget plan for {p.session_id} (dry run: nothing changed)",
+                 expand=False)
 
 
 def render_report(r: ForgetReport) -> Panel:
@@ -57,4 +62,4 @@ def render_report(r: ForgetReport) -> Panel:
         tab = _effects(title, effects)
         if tab is not None:
             parts.append(tab)
-    return Panel(Group(*parts), title=f"forget report for {r.session_id}")
+    return Panel(Group(*parts), title=f"forget report for {r.session_id}", expand=False)

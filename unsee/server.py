@@ -2,12 +2,29 @@
 
 External detectors and platforms POST ``{"session_id": ..., "event":
 <RevocationEvent JSON>, "strategy": "B7"}`` to ``/v1/revocations`` with
-``Authorization: Bearer <token>``. Answers: 200 with the forget report; 401
-for a missing or wrong token; 400 for a body that is not JSON; 422 for one
-that does not validate (with pydantic's reasons); 404 for an unknown session
-or a target that is not there; 409 when the target is ambiguous, the
-recording incomplete or the session busy. Nothing changes unless the answer
-is 200. ``GET /v1/health`` says the server is up.
+``Authorization: Bearer <token>`` (the scheme in any case; the token is
+compared in constant time). ``GET /v1/health`` says the server is up. Answers:
+
+- 200 with the forget report: the only answer after which anything changed;
+  forget runs only after auth, the whole body and validation.
+- 401 (with ``WWW-Authenticate: Bearer``): missing or wrong token.
+- 400: body not JSON (an empty one included), bad Content-Length, both
+  Content-Length and Transfer-Encoding, a malformed chunk.
+- 411: POST without Content-Length and not chunked.
+- 413: body over ``MAX_BODY`` (1 MiB), refused on its Content-Length before it
+  is read, or while a chunked body is read.
+- 408: the body stalled past the read timeout (``read_timeout``, 10 s; a
+  connection stalled anywhere else is just closed).
+- 422: the request does not validate (with pydantic's reasons), unknown strategy.
+- 404: unknown path, unknown session, target not there.
+- 405 (with ``Allow``): a known path with another method.
+- 409: target ambiguous, recording incomplete, session busy.
+- 501: a transfer coding other than chunked.
+- 503: no agent to replay through; 500: anything else (logged).
+
+Answers given without reading the body close the connection; ``100 Continue``
+is sent only once the body is wanted. A client that disconnects mid-request
+costs a debug log line, not a traceback. HTTP/1.1 with keep-alive otherwise.
 """
 
 from __future__ import annotations
@@ -17,12 +34,11 @@ import json
 import logging
 import threading
 from http import HTTPStatus
-from http.server import ThreadingHTTPServer
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from unsee.jsonhttp import JSONHandler
+from unsee.jsonhttp import JSONHandler, JSONServer
 from unsee.middleware.errors import (AmbiguousTarget, IncompleteSession, InvalidArgument, SessionBusy,
                                      SessionNotFound, TargetNotFound)
 from unsee.plugins.replay.events import RevocationEvent
@@ -48,32 +64,33 @@ _STATUS = [
 ]
 
 
-def make_server(u: Any, token: str, host: str = "127.0.0.1", port: int = 8765, agent: Any = None) -> ThreadingHTTPServer:
+def _bearer(header: str | None) -> bytes:
+    """The credentials of ``Authorization: Bearer <token>``; the scheme is case-insensitive (RFC 7235)."""
+    scheme, _, credentials = (header or "").strip().partition(" ")
+    return credentials.strip().encode() if scheme.lower() == "bearer" else b""
+
+
+def make_server(u: Any, token: str, host: str = "127.0.0.1", port: int = 8765, agent: Any = None,
+                read_timeout: float = 10.0) -> JSONServer:
     if not token:
         raise InvalidArgument("unsee serve needs a token (--token or UNSEE_SERVE_TOKEN)")
-    expected = f"Bearer {token}".encode()
+    expected = token.encode()
     lock = threading.Lock()  # one forget at a time: they replace whole sessions
 
     class Handler(JSONHandler):
-        def do_GET(self):
-            if self.path == "/v1/health":
-                return self._send(200, {"status": "ok"})
-            return self._send(404, {"error": "not found"})
+        protocol_version = "HTTP/1.1"  # keep-alive for detectors that post many events
+        timeout = read_timeout
+        routes = {"/v1/health": {"GET": "health"}, "/v1/revocations": {"POST": "revoke"}}
 
-        def do_POST(self):
-            if self.path != "/v1/revocations":
-                return self._send(404, {"error": "not found"})
-            got = (self.headers.get("Authorization") or "").encode()
-            if not hmac.compare_digest(got, expected):
-                return self._send(401, {"error": "missing or invalid bearer token"})
+        def health(self):
+            self._send(200, {"status": "ok"})
+
+        def revoke(self):
+            if not hmac.compare_digest(_bearer(self.headers.get("Authorization")), expected):
+                return self._send(401, {"error": "missing or invalid bearer token"}, {"WWW-Authenticate": "Bearer"})
+            raw = self.read_body(MAX_BODY)  # HTTPError (411/400/413/408) and ClientGone end the request here
             try:
-                length = int(self.headers.get("Content-Length") or 0)
-            except ValueError:
-                return self._send(400, {"error": "bad Content-Length"})
-            if length <= 0 or length > MAX_BODY:
-                return self._send(400, {"error": f"body must be 1..{MAX_BODY} bytes of JSON"})
-            try:
-                payload = json.loads(self.rfile.read(length))
+                payload = json.loads(raw)
             except (ValueError, UnicodeDecodeError):
                 return self._send(400, {"error": "body is not JSON"})
             try:
@@ -92,11 +109,12 @@ def make_server(u: Any, token: str, host: str = "127.0.0.1", port: int = 8765, a
                 return self._send(500, {"error": f"{type(e).__name__}: {e}"})
             return self._send(200, json.loads(report.model_dump_json()))
 
-    return ThreadingHTTPServer((host, port), Handler)
+    return JSONServer((host, port), Handler)
 
 
-def serve_in_thread(u: Any, token: str, host: str = "127.0.0.1", port: int = 0, agent: Any = None):
+def serve_in_thread(u: Any, token: str, host: str = "127.0.0.1", port: int = 0, agent: Any = None,
+                    read_timeout: float = 10.0) -> JSONServer:
     """Start the server in a daemon thread; returns it (``server.server_address`` has the port)."""
-    server = make_server(u, token, host, port, agent)
+    server = make_server(u, token, host, port, agent, read_timeout)
     threading.Thread(target=server.serve_forever, name="unsee-serve", daemon=True).start()
     return server

@@ -28,6 +28,7 @@ _EXPORTS = {
     "seed_for": ".sampling",
     "ensure_converted": ".convert",
     "default_home": ".convert",
+    "default_cache_dir": ".convert",
     "model_dir": ".convert",
 }
 

@@ -8,7 +8,10 @@ Usable as the ``model`` of ``langchain.agents.create_agent``. Each call:
    rest and prefills only the new tokens;
 4. decodes (greedy by default; ``temperature > 0`` samples with a generator
    seeded from ``(session, step)``), constrained by an xgrammar tool-call
-   grammar when tools are bound;
+   grammar when tools are bound. Under ``tool_choice="auto"`` the model first
+   decides between a call and a text answer by scoring itself (see
+   :meth:`LocalChatModel.decide_tool_call`); a call, once started, is always
+   completed (decoding runs past ``max_tokens`` up to a hard cap);
 5. returns an ``AIMessage`` whose ``response_metadata["unsee"]`` carries the
    cache handle and token offsets the recording middleware stores.
 
@@ -23,6 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -31,7 +36,7 @@ from langchain_core.callbacks import (
     CallbackManagerForLLMRun,
 )
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -42,14 +47,26 @@ from .errors import ToolCallParseError
 from .grammar import (
     GrammarCache,
     ToolSpec,
+    call_header,
     is_tool_call_text,
     normalize_tool_choice,
     parse_tool_calls,
+    partial_call_name,
 )
 from .prompting import to_chat_messages
 from .runtime import SamplingParams
 from .sampling import seed_for
 from .sessions import SessionPool
+
+
+#: Default of ``LocalChatModel.auto_call_threshold`` (nats). Measured on
+#: SmolLM2-135M (docs/model.md, development set): explicit requests for a tool
+#: scored 3.8-9.8 (all but one question-form request above 5), chit-chat at
+#: most 2.0, answers right after a tool result and thanks after one at most 3.8.
+AUTO_CALL_THRESHOLD = 4.0
+#: The content-free message the "auto" decision is calibrated against.
+CONTENT_FREE = "N/A"
+_DECISION_MEMO = 512
 
 
 def tool_call_id(session: str, step: int | str, index: int) -> str:
@@ -75,9 +92,18 @@ class LocalChatModel(BaseChatModel):
     token_budget: int | None = None
     """Total cached tokens over all sessions before idle ones are evicted (LRU)."""
     model_name: str = "smollm2-135m-instruct"
+    tool_call_overrun: int | None = None
+    """Extra tokens a started tool call may use past ``max_tokens`` to be
+    completed (None: ``max(512, 3 * max_tokens)``); a call still unfinished at
+    that hard cap comes back as an ``invalid_tool_call``."""
+    auto_call_threshold: float = AUTO_CALL_THRESHOLD
+    """Under ``tool_choice="auto"``: call a tool when the calibrated score of
+    the best tool (nats, see :meth:`decide_tool_call`) exceeds this."""
 
     _pool: SessionPool = PrivateAttr()
     _grammars: GrammarCache | None = PrivateAttr(default=None)
+    _decisions: "OrderedDict[str, dict[str, Any]]" = PrivateAttr(default_factory=OrderedDict)
+    _decisions_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     def model_post_init(self, __context: Any) -> None:
         super().model_post_init(__context)
@@ -85,12 +111,24 @@ class LocalChatModel(BaseChatModel):
 
     @classmethod
     def from_spec(
-        cls, spec: str | Path = "cpu", home: Path | str | None = None, **fields: Any
+        cls,
+        spec: str | Path = "cpu",
+        home: Path | str | None = None,
+        *,
+        cache_dir: Path | str | None = None,
+        progress: Callable[[str], None] | None = None,
+        **fields: Any,
     ) -> "LocalChatModel":
-        """Load a runtime with :func:`~.loader.load_runtime` and wrap it."""
+        """Load a runtime with :func:`~.loader.load_runtime` and wrap it.
+
+        The weights come from the per-user model cache (``cache_dir`` >
+        ``$UNSEE_MODEL_CACHE`` > ``~/.unsee/models``), converted once;
+        ``home`` is accepted for compatibility and not used for them.
+        ``progress`` is told when that one-time conversion starts and ends.
+        """
         from .loader import load_runtime
 
-        return cls(runtime=load_runtime(spec, home), **fields)
+        return cls(runtime=load_runtime(spec, home, cache_dir=cache_dir, progress=progress), **fields)
 
     # -- LangChain plumbing ------------------------------------------------------
     @property
@@ -253,18 +291,27 @@ class LocalChatModel(BaseChatModel):
         seed = seed_for(session, step)
         stops = list(stop or self.stop or [])
         prompt = self.runtime.apply_chat_template(to_chat_messages(messages, specs))
-        processor = self._grammar_cache().processor(specs, choice) if specs else None
+        limit = int(max_tokens or self.max_tokens)
+        overrun = self.tool_call_overrun if self.tool_call_overrun is not None else max(512, 3 * limit)
+        decision: dict[str, Any] | None = None
         with self._pool.use(session) as rt:
             reused = rt.sync(prompt)
+            effective = choice
+            if choice == "auto":
+                decision = self._decide(rt, prompt, messages, specs)
+                effective = decision["tool"] if decision["call"] else "none"
+            processor = self._grammar_cache().processor(specs, effective) if specs else None
             result = rt.decode(
-                int(max_tokens or self.max_tokens),
+                limit,
                 sampling=sampling,
                 seed=seed,
                 stop=stops if processor is None else (),
                 logits_processor=processor,
+                overrun=overrun if processor is not None else 0,
             )
         prefilled = len(prompt) - reused
-        message = self._to_message(result.text, specs if choice != "none" else [], session, step)
+        message = self._to_message(result.text, specs if effective != "none" else [], session, step,
+                                   result.finish_reason)
         unsee = {
             "cache_handle": f"{session}@{result.offset_end}",
             "session": session,
@@ -280,6 +327,8 @@ class LocalChatModel(BaseChatModel):
             "backend": getattr(self.runtime, "backend", None),
             "tool_choice": choice,
         }
+        if decision is not None:
+            unsee["tool_decision"] = decision
         message.response_metadata = {
             "model_name": self.model_name,
             "model_provider": "unsee-local",
@@ -295,20 +344,26 @@ class LocalChatModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     @staticmethod
-    def _to_message(text: str, specs: Sequence[ToolSpec], session: str, step: int | str) -> AIMessage:
+    def _to_message(text: str, specs: Sequence[ToolSpec], session: str, step: int | str,
+                    finish_reason: str = "stop") -> AIMessage:
         if not specs or not is_tool_call_text(text):
             return AIMessage(content=text)
         try:
             calls = parse_tool_calls(text, specs)
         except ToolCallParseError as exc:
+            # Only a call cut off at the hard cap gets here: it is reported as an
+            # invalid call (never as content text, never as a bad call).
+            reason = exc.reason
+            if finish_reason == "length":
+                reason = f"tool call cut off at the token limit: {reason}"
             return AIMessage(
-                content=text,
+                content="",
                 invalid_tool_calls=[{
                     "type": "invalid_tool_call",
-                    "name": None,
+                    "name": partial_call_name(text),
                     "args": text,
                     "id": tool_call_id(session, step, 0),
-                    "error": exc.reason,
+                    "error": reason,
                 }],
             )
         return AIMessage(
@@ -320,5 +375,75 @@ class LocalChatModel(BaseChatModel):
             ],
         )
 
+    # -- the "auto" decision -----------------------------------------------------
+    def decide_tool_call(
+        self, messages: Sequence[BaseMessage], tools: Sequence[Any], session: str = "decide"
+    ) -> dict[str, Any]:
+        """The decision a ``tool_choice="auto"`` call would take for ``messages``
+        (uses and keeps ``session``'s cache)."""
+        specs = [ToolSpec.from_openai(convert_to_openai_tool(t)) for t in tools]
+        prompt = self.runtime.apply_chat_template(to_chat_messages(messages, specs))
+        with self._pool.use(session) as rt:
+            rt.sync(prompt)
+            return self._decide(rt, prompt, list(messages), specs)
 
-__all__ = ["DEFAULT_SESSION", "LocalChatModel", "tool_call_id"]
+    def _decide(self, rt: Any, prompt: list[int], messages: Sequence[BaseMessage],
+                specs: Sequence[ToolSpec]) -> dict[str, Any]:
+        """Call a tool or answer in text? Scored by the model itself.
+
+        For each tool T, the log-probability the model gives the start of a
+        call of T (``<tool_call>\\n{"name": "T"``) right after the prompt, minus
+        the same with the last message's content replaced by a content-free
+        "N/A" (contextual calibration, Zhao et al. 2021): how much the last
+        message itself makes the model want to call T. The best tool's score
+        against ``auto_call_threshold`` decides; the grammar then constrains
+        the reply to a call of that tool (or keeps a text answer from starting
+        one). Deterministic (no
+        sampling), memoized per prompt; the cache and its counters are left as
+        they were (the work shows in ``counters["scored"]``).
+        """
+        if not messages or not specs:
+            return {"call": False, "tool": None, "score": None, "threshold": self.auto_call_threshold}
+        conts = [rt.tokenize(call_header(t.name)) for t in specs]
+        key = hashlib.sha256(repr((prompt, conts, self.auto_call_threshold)).encode()).hexdigest()
+        with self._decisions_lock:
+            hit = self._decisions.get(key)
+            if hit is not None:
+                self._decisions.move_to_end(key)
+                return dict(hit)
+        blank = list(messages[:-1]) + [_content_free(messages[-1])]
+        base_prompt = self.runtime.apply_chat_template(to_chat_messages(blank, specs))
+        at = 0
+        for a, b in zip(prompt, base_prompt):
+            if a != b:
+                break
+            at += 1
+        at = max(1, min(at, len(prompt) - 1, len(base_prompt) - 1))
+        real = rt.score(conts)
+        base = rt.score(conts, at=at, tail=base_prompt[at:])
+        scores = [r - b for r, b in zip(real, base)]
+        best = max(range(len(specs)), key=lambda i: scores[i])
+        out = {
+            "call": scores[best] > self.auto_call_threshold,
+            "tool": specs[best].name,
+            "score": round(scores[best], 3),
+            "threshold": self.auto_call_threshold,
+        }
+        with self._decisions_lock:
+            self._decisions[key] = out
+            while len(self._decisions) > _DECISION_MEMO:
+                self._decisions.popitem(last=False)
+        return dict(out)
+
+
+def _content_free(message: BaseMessage) -> BaseMessage:
+    """``message`` with its content replaced by the content-free "N/A"."""
+    update: dict[str, Any] = {"content": CONTENT_FREE}
+    if isinstance(message, AIMessage):
+        update.update(tool_calls=[], invalid_tool_calls=[])
+    if isinstance(message, ToolMessage):
+        update["artifact"] = None
+    return message.model_copy(update=update)
+
+
+__all__ = ["AUTO_CALL_THRESHOLD", "DEFAULT_SESSION", "LocalChatModel", "tool_call_id"]

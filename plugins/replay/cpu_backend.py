@@ -54,8 +54,11 @@ class _Shared:
             raise ModelNotFoundError(f"{folder} is not a model folder (no config.json)")
         torch.set_num_threads(threads or default_threads())
         t0 = time.perf_counter()
-        self.tokenizer = AutoTokenizer.from_pretrained(str(folder))
-        self.model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
+        from .convert import quiet_transformers
+
+        with quiet_transformers():
+            self.tokenizer = AutoTokenizer.from_pretrained(str(folder))
+            self.model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
         self.model.eval()
         self.load_seconds = time.perf_counter() - t0
         self.folder = folder
@@ -105,6 +108,17 @@ class TorchRuntime(SharedWeightsRuntime):
             )
             self._cache = out.past_key_values
             return out.logits[0, -1].float().clone()
+
+    def _forward_all(self, tokens: list[int]) -> Any:
+        import torch
+
+        if self._cache is None:
+            self._cache = self._new_cache()
+        with self.lock, torch.inference_mode():
+            ids = torch.tensor([tokens], dtype=torch.long)
+            out = self.model(input_ids=ids, past_key_values=self._cache, use_cache=True)
+            self._cache = out.past_key_values
+            return out.logits[0].float().clone()
 
     def _crop_cache(self, n_tokens: int) -> None:
         if self._cache is None:

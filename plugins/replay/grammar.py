@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -127,12 +128,22 @@ class GrammarCache:
     def __init__(self, tokenizer: Any, vocab_size: int, stop_token_ids: Sequence[int]) -> None:
         import xgrammar as xgr
 
+        self.tokenizer = tokenizer
+
         self.info = xgr.TokenizerInfo.from_huggingface(
             tokenizer, vocab_size=vocab_size, stop_token_ids=list(stop_token_ids)
         )
         self.compiler = xgr.GrammarCompiler(self.info, max_threads=2)
         self._compiled: dict[str, Any] = {}
         self._lock = threading.Lock()
+        #: tokens that, as the first token of an "auto" reply, start a tool call
+        self.call_start = frozenset(
+            i for i, piece in enumerate(self.info.decoded_vocab) if piece.startswith(b"<")
+        )
+        #: tokens that start with a double quote (close a JSON string)
+        self.quote_start = frozenset(
+            i for i, piece in enumerate(self.info.decoded_vocab) if piece.startswith(b'"')
+        )
 
     def compiled(self, tools: Sequence[ToolSpec], choice: str) -> Any:
         key = hashlib.sha256(
@@ -146,27 +157,81 @@ class GrammarCache:
             return hit
 
     def processor(self, tools: Sequence[ToolSpec], choice: str) -> "GrammarProcessor":
-        return GrammarProcessor(self.compiled(tools, choice), self.info.vocab_size)
+        mode = "text" if choice == "none" else "auto" if choice == "auto" else "call"
+        return GrammarProcessor(self.compiled(tools, choice), self.info.vocab_size,
+                                mode=mode, call_start=self.call_start, tokenizer=self.tokenizer,
+                                quote_start=self.quote_start)
 
 
 class GrammarProcessor:
-    """A :class:`~.runtime.LogitsProcessor` that masks tokens the grammar forbids."""
+    """A :class:`~.runtime.LogitsProcessor` that masks tokens the grammar forbids.
 
-    def __init__(self, compiled: Any, vocab_size: int) -> None:
+    ``mode``: "call" (the grammar is a tool call: everything decoded is part
+    of it), "text" (plain text only) or "auto" (text or a call; a first token
+    in ``call_start`` chooses the call). :meth:`must_finish` is true while a
+    tool call is half written, so the decoder does not cut it off at its token
+    limit (see ``LocalRuntime.decode(overrun=)``).
+
+    Jump-forward: where the grammar forces a string (the call header, a
+    property name with its ``": "``), :meth:`forced_token` hands out the
+    *tokenizer's own* tokenization of it (with ``tokenizer``), so the model
+    never sees a split it was not trained on: left to choose among the
+    allowed tokens, SmolLM2 picked a lone space for the forced `` "`` of a
+    string value, then ``");`` (a quote and code), and ran on inside the
+    string. Without a tokenizer, only single allowed tokens are forced.
+
+    Loops: greedy decoding of a small model can repeat itself inside a string
+    argument forever (``"lookup_key_to_lookup_value_list_of_objects_by_key_to_
+    lookup_value_list_of_objects_by_key..."``), which would run a call into the
+    hard cap. When the tokens the model chose itself in a call end with the
+    same run of 1-32 tokens three times in a row, the next token is limited to
+    those that close a JSON string (``quote_start``) if the grammar allows one
+    there; the rest of the call is then completed as usual. Off with
+    ``max_repeats=0``.
+    """
+
+    #: a run repeated this many times in a row inside a call is a loop
+    max_repeats = 3
+    #: longest run (tokens) the loop check looks for
+    max_cycle = 32
+
+    def __init__(self, compiled: Any, vocab_size: int, *, mode: str = "call",
+                 call_start: frozenset[int] = frozenset(), tokenizer: Any = None,
+                 quote_start: frozenset[int] = frozenset()) -> None:
         import xgrammar as xgr
 
         self._xgr = xgr
         self._compiled = compiled
         self.vocab_size = vocab_size
+        self.mode = mode
+        self.call_start = call_start
         self.matcher = xgr.GrammarMatcher(compiled)
         self.bitmask = xgr.allocate_token_bitmask(1, vocab_size)
         self._filled = False
         self.forced_count = 0
+        self.accepted = 0
+        self.in_call = mode == "call"
+        self.tokenizer = tokenizer
+        self.quote_start = quote_start
+        self._queue: list[int] = []
+        self._handed: int | None = None
+        self._free: list[int] = []  # tokens of the current call the model chose itself
+        self.loops_closed = 0
 
     def reset(self) -> None:
         self.matcher.reset()
         self._filled = False
         self.forced_count = 0
+        self.accepted = 0
+        self.in_call = self.mode == "call"
+        self._queue = []
+        self._handed = None
+        self._free = []
+        self.loops_closed = 0
+
+    def must_finish(self) -> bool:
+        """True while a tool call has been started and is not complete."""
+        return self.in_call and not self.matcher.is_terminated()
 
     def _fill(self) -> None:
         if not self._filled:
@@ -181,6 +246,12 @@ class GrammarProcessor:
         """
         import torch
 
+        if not self._queue and self.tokenizer is not None:
+            self._queue = self._forced_run()
+        if self._queue:
+            self.forced_count += 1
+            self._handed = self._queue.pop(0)
+            return self._handed
         self._fill()
         words = self.bitmask[0]
         nz = torch.nonzero(words).flatten()
@@ -194,19 +265,64 @@ class GrammarProcessor:
         if token >= self.vocab_size:
             return None
         self.forced_count += 1
+        self._handed = token
         return token
+
+    def _forced_run(self) -> list[int]:
+        """The tokenizer's tokens for the string the grammar forces next (or [])."""
+        forced = self.matcher.find_jump_forward_string()
+        if not forced:
+            return []
+        tokens = list(self.tokenizer.encode(forced, add_special_tokens=False))
+        if not tokens or self.tokenizer.decode(tokens) != forced:
+            return []
+        return tokens
 
     def __call__(self, generated: Sequence[int], logits: Any) -> Any:
         self._fill()
         row = logits.reshape(1, -1)
         mask = self.bitmask if row.device.type == "cpu" else self.bitmask.to(row.device)
         self._xgr.apply_token_bitmask_inplace(row, mask, vocab_size=self.vocab_size)
+        if self.in_call and self.quote_start and self._looping():
+            row = self._close_string(row)
         return row.reshape(-1)
+
+    def _looping(self) -> bool:
+        """The free tokens end with one run repeated ``max_repeats`` times."""
+        free, reps = self._free, self.max_repeats
+        if reps < 2:
+            return False
+        for n in range(1, min(self.max_cycle, len(free) // reps) + 1):
+            tail = free[-n:]
+            if all(free[-(k + 1) * n:len(free) - k * n] == tail for k in range(1, reps)):
+                return True
+        return False
+
+    def _close_string(self, row: Any) -> Any:
+        import torch
+
+        allowed = torch.isfinite(row[0])
+        keep = torch.zeros_like(allowed)
+        keep[list(self.quote_start)] = True
+        keep &= allowed
+        if not bool(keep.any()):  # not inside a string: nothing to close
+            return row
+        self.loops_closed += 1
+        return torch.where(keep.reshape(1, -1), row, torch.full_like(row, float("-inf")))
 
     def accept(self, token: int) -> None:
         self._filled = False
+        forced = self._handed is not None and int(token) == self._handed
+        if not forced:
+            self._queue = []  # not the forced run's token: recompute it next time
+        self._handed = None
         if not self.matcher.accept_token(int(token)):
             raise GrammarError(f"grammar rejected token {token}")
+        if self.accepted == 0 and self.mode == "auto" and int(token) in self.call_start:
+            self.in_call = True
+        if self.in_call and not forced:
+            self._free.append(int(token))
+        self.accepted += 1
 
     def is_terminated(self) -> bool:
         return bool(self.matcher.is_terminated())
@@ -251,17 +367,61 @@ def render_tool_call(name: str, arguments: Mapping[str, Any]) -> str:
     return f'{TOOL_CALL_OPEN}\n{{"name": {json.dumps(name)}, "arguments": {args}}}\n{TOOL_CALL_CLOSE}'
 
 
+def _param_sig(schema: Mapping[str, Any]) -> str:
+    if isinstance(schema.get("enum"), list):
+        return " | ".join(json.dumps(v, ensure_ascii=False) for v in schema["enum"])
+    if "const" in schema:
+        return json.dumps(schema["const"], ensure_ascii=False)
+    options = schema.get("anyOf") or schema.get("oneOf")
+    if isinstance(options, list):
+        return " | ".join(_param_sig(o) for o in options if isinstance(o, Mapping))
+    kind = schema.get("type", "any")
+    return " | ".join(kind) if isinstance(kind, list) else str(kind)
+
+
+def tool_signature(tool: ToolSpec) -> str:
+    """One line per tool, ``name(param: type, ...): description``."""
+    props = (tool.parameters or {}).get("properties") or {}
+    params = ", ".join(f"{k}: {_param_sig(v if isinstance(v, Mapping) else {})}" for k, v in props.items())
+    return f"{tool.name}({params}): {tool.description}".rstrip(": ")
+
+
 def tools_system_prompt(tools: Sequence[ToolSpec]) -> str:
-    """Tool instructions appended to the system message (SmolLM2's template has
-    no tool support, so tools are described in text, Hermes style)."""
-    listing = "\n".join(json.dumps(t.as_openai(), ensure_ascii=False) for t in tools)
+    """Tool instructions appended to the system message.
+
+    SmolLM2's template has no tool support, so tools are described in text:
+    one signature line per tool (the grammar enforces the full JSON schema),
+    the call format, and two short examples (a call, a plain answer).
+    Measured on SmolLM2-135M (docs/model.md): signature lines instead of the
+    tools' JSON schemas stop it writing placeholders such as ``"{ticket_id}"``
+    as argument values, and the examples widen the gap between requests for
+    a tool and chit-chat in the :class:`~.chat_model.LocalChatModel` "auto"
+    decision.
+    """
+    listing = "\n".join(tool_signature(t) for t in tools)
     return (
-        "You can call functions. The available tools are listed between <tools> and </tools>:\n"
-        f"<tools>\n{listing}\n</tools>\n"
+        f"You can call these tools:\n{listing}\n"
         "To call a tool, reply with only:\n"
         f'{TOOL_CALL_OPEN}\n{{"name": <tool name>, "arguments": <JSON arguments>}}\n{TOOL_CALL_CLOSE}\n'
-        "Otherwise answer the user in plain text."
+        "Otherwise answer the user in plain text.\n\n"
+        "Call a tool only when the user's last message asks for it. "
+        "After a tool result, answer in plain text.\n"
+        'Example: the user says "Use the search tool to find cats" and you reply:\n'
+        f'{TOOL_CALL_OPEN}\n{{"name": "search", "arguments": {{"query": "cats"}}}}\n{TOOL_CALL_CLOSE}\n'
+        'Then the tool answers "3 cats found" and you reply: I found 3 cats.\n'
+        "Example: the user says \"Thank you!\" and you reply: You're welcome!"
     )
+
+
+def call_header(name: str) -> str:
+    """The start of a call of ``name``, as the grammar makes the model write it."""
+    return f'{TOOL_CALL_OPEN}\n{{"name": {json.dumps(name)}'
+
+
+def partial_call_name(text: str) -> str | None:
+    """The tool name of a (possibly cut-off) call text, if it got that far."""
+    m = re.search(r'\{"name":\s*"((?:[^"\\]|\\.)*)"', text)
+    return m.group(1) if m else None
 
 
 __all__ = [
@@ -270,9 +430,12 @@ __all__ = [
     "ParsedToolCall",
     "ToolSpec",
     "build_grammar",
+    "call_header",
+    "partial_call_name",
     "is_tool_call_text",
     "normalize_tool_choice",
     "parse_tool_calls",
     "render_tool_call",
+    "tool_signature",
     "tools_system_prompt",
 ]

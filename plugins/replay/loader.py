@@ -1,10 +1,11 @@
-"""Backend selection: ``load_runtime(spec, home)``.
+"""Backend selection: ``load_runtime(spec)``.
 
 ``spec`` is ``"cpu"`` (transformers on the CPU, the embedded default),
 ``"exllamav2"`` (ExLlamaV2 on CUDA), ``"auto"`` (exllamav2 when it is usable,
 else cpu) or the path of a converted model folder (loaded with ``backend``,
-default cpu). The named backends load the SmolLM2 folder converted once under
-``home`` (see :mod:`.convert`). A backend that cannot run here raises
+default cpu). The named backends load the SmolLM2 folder converted once per
+user into the model cache (``$UNSEE_MODEL_CACHE`` or ``~/.unsee/models``, see
+:mod:`.convert`). A backend that cannot run here raises
 :class:`~.errors.BackendUnavailableError` naming what to install.
 """
 
@@ -14,7 +15,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from .convert import default_home, ensure_converted
+from .convert import Progress, ensure_converted
 from .errors import BackendUnavailableError, ModelNotFoundError, UnknownBackendError
 from .runtime import LocalRuntime
 
@@ -41,23 +42,34 @@ def load_runtime(
     home: Path | str | None = None,
     *,
     backend: str = "cpu",
+    cache_dir: Path | str | None = None,
+    progress: Progress | None = None,
     **kwargs: Any,
 ) -> LocalRuntime:
     """Load a local runtime.
 
-    ``kwargs`` go to the backend constructor (``threads=`` for cpu,
-    ``max_seq_len=`` for exllamav2).
+    ``home`` (an Unsee home) is accepted for compatibility and no longer used:
+    the converted weights live in the per-user model cache, ``cache_dir`` when
+    given, else ``$UNSEE_MODEL_CACHE``, else ``~/.unsee/models``. ``progress``
+    is told when the one-time conversion starts and ends. ``kwargs`` go to the
+    backend constructor (``threads=`` for cpu, ``max_seq_len=`` for exllamav2).
     """
-    home_path = Path(home) if home is not None else default_home()
+    del home  # the weights are per user, not per project
+
+    def folder() -> Path:
+        return ensure_converted(cache_dir, progress=progress)
+
     if isinstance(spec, str) and spec in SPECS:
         if spec == "auto":
             try:
-                return _construct("exllamav2", ensure_converted(home_path), **kwargs)
+                _check_available("exllamav2")
+                return _construct("exllamav2", folder(), **kwargs)
             except BackendUnavailableError as exc:
                 log.info("exllamav2 unavailable (%s); using the cpu backend", exc.reason)
-                return _construct("cpu", ensure_converted(home_path), **kwargs)
+                _check_available("cpu")
+                return _construct("cpu", folder(), **kwargs)
         _check_available(spec)
-        return _construct(spec, ensure_converted(home_path), **kwargs)
+        return _construct(spec, folder(), **kwargs)
     path = Path(spec).expanduser()
     if path.is_dir():
         if backend not in BACKENDS:

@@ -1,27 +1,72 @@
 """The forget operator: ``u.forget(thread_id, event, strategy="B7")``.
 
-Validates everything before changing anything (unknown thread, incomplete
-recording, empty or absent target, ambiguous source, unknown strategy),
-waits for a run in progress to end, then plans and applies the strategy and
-reports. A commit that was begun and interrupted is rolled forward first;
-forgetting again with the same ``event_id`` finishes it and reports.
+Validates everything before changing anything (every argument's type and
+value, unknown thread, incomplete recording, empty or absent target,
+ambiguous source, unknown strategy), waits for a run in progress to end, then
+plans and applies the strategy and reports. A replay that fails before its
+commit begins leaves no scratch thread behind. A commit that was begun and
+interrupted is rolled forward first; forgetting again with the same
+``event_id`` finishes it and reports.
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from typing import Any
+from typing import Any, get_args
 
-from unsee.middleware.errors import AmbiguousTarget, IncompleteSession
+from unsee.middleware.errors import AmbiguousTarget, IncompleteSession, InvalidArgument
 
 from . import crash
-from .driver import abandon, commit, finish_commit, run_replay
+from .driver import abandon, commit, finish_commit, is_scratch_thread, run_replay, scratch_thread
 from .edits import apply_edit
 from .events import RevocationEvent
 from .forget_errors import AgentUnknown, UnknownStrategy
 from .interceptor import SideEffectPolicy
 from .plan import REPLAYING, ReplayPlan, describe, make_plan
 from .report import STRATEGIES, ForgetPlan, ForgetReport
+
+log = logging.getLogger("unsee.forget")
+
+SIDE_EFFECT_POLICIES: tuple[str, ...] = get_args(SideEffectPolicy)
+
+
+def _got(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
+def validate_forget_args(session: Any, event: Any, strategy: Any, *, agent: Any = None,
+                         side_effects: Any = "defer", **flags: Any) -> None:
+    """Check every argument of a forget before anything is read or written.
+
+    Raises ``InvalidArgument`` (a ``ValueError``) or ``UnknownStrategy`` naming
+    the argument, what it must be and what it got.
+    """
+    if not isinstance(session, str) or not session.strip():
+        raise InvalidArgument(f"thread_id must be a non-empty string (the session's LangGraph thread_id), "
+                              f"got {_got(session)}")
+    if is_scratch_thread(session):
+        raise InvalidArgument(f"thread_id {session!r} is the scratch thread of a replay, not a session: "
+                              "forget in the session it was made for")
+    if not isinstance(event, RevocationEvent):
+        raise InvalidArgument(f"event must be a RevocationEvent, e.g. RevocationEvent(target=...), got {_got(event)}")
+    if not isinstance(strategy, str) or strategy not in STRATEGIES:
+        raise UnknownStrategy(strategy, STRATEGIES)
+    if agent is not None:
+        from langgraph.pregel import Pregel
+
+        if not isinstance(agent, Pregel):
+            hint = (": import it and pass the object (only the command line's --agent takes module:attribute)"
+                    if isinstance(agent, str) else "")
+            raise InvalidArgument("agent must be a compiled LangGraph agent (create_agent(...) or "
+                                  f"StateGraph(...).compile()) or None, got {_got(agent)}{hint}")
+    if side_effects not in SIDE_EFFECT_POLICIES:
+        raise InvalidArgument(f"side_effects must be one of {', '.join(SIDE_EFFECT_POLICIES)}, "
+                              f"got {_got(side_effects)}")
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise InvalidArgument(f"{name} must be True or False, got {_got(value)}")
 
 
 class Forgetter:
@@ -73,8 +118,8 @@ class Forgetter:
         side_effects: SideEffectPolicy = "defer",
     ) -> ForgetReport | ForgetPlan:
         u = self.u
-        if strategy not in STRATEGIES:
-            raise UnknownStrategy(strategy, STRATEGIES)
+        validate_forget_args(session, event, strategy, agent=agent, side_effects=side_effects,
+                             dry_run=dry_run, commit=commit_result, wait=wait)
         if strategy in ("B8", "B9") and getattr(u, "ifc_interceptor", None) is None:
             raise NotImplementedError(f"{strategy} needs IFC enabled first: u.ifc(sinks=[...])")
         u.recorder.wait_idle(session, wait=wait)
@@ -113,15 +158,19 @@ class Forgetter:
             return ForgetReport(**base, committed=strategy != "B0", wall_time_s=time.perf_counter() - t0,
                                 notes=notes)
         agent = self._agent(session, agent)
-        outcome = run_replay(u, agent, plan, event, side_effects)
-        st = outcome.interceptor.stats
-        orphaned = outcome.interceptor.orphaned()
-        committed = False
-        if commit_result:
-            commit(u, agent, plan, outcome, event)
-            committed = True
-        else:
-            abandon(u, outcome)
+        try:
+            outcome = run_replay(u, agent, plan, event, side_effects)
+            st = outcome.interceptor.stats
+            orphaned = outcome.interceptor.orphaned()
+            committed = False
+            if commit_result:
+                commit(u, agent, plan, outcome, event)
+                committed = True
+            else:
+                abandon(u, outcome)
+        except BaseException:
+            self._drop_scratch(agent, scratch_thread(session, event, strategy), event.event_id)
+            raise
         counters1 = self._counters(session)
         delta = {k: counters1.get(k, 0) - counters0.get(k, 0) for k in ("prefilled", "decoded", "reused")}
         notes = []
@@ -142,6 +191,21 @@ class Forgetter:
             scratch_thread=outcome.scratch,
             notes=notes,
         )
+
+    def _drop_scratch(self, agent: Any, scratch: str, event_id: str) -> None:
+        """After a failed replay, remove its scratch thread, unless a commit was begun
+        (then the scratch records are what ``recover`` rolls forward from)."""
+        u = self.u
+        try:
+            if u.store.commit_state(event_id) is not None:
+                return
+            u.store.drop_session(scratch)
+            u.recorder.forget_state(scratch)
+            saver = getattr(agent, "checkpointer", None)
+            if saver is not None and hasattr(saver, "delete_thread"):
+                saver.delete_thread(scratch)
+        except Exception:  # the original error is what the caller must see
+            log.warning("could not remove the scratch thread %s of a failed forget", scratch, exc_info=True)
 
     def _counters(self, session: str) -> dict[str, int]:
         model = getattr(self.u, "local_model", None)

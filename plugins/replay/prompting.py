@@ -51,6 +51,8 @@ def to_chat_messages(
         elif isinstance(msg, AIMessage):
             text = content_text(msg.content)
             calls = [render_tool_call(c["name"], c.get("args") or {}) for c in msg.tool_calls]
+            # An invalid call (cut off at the hard cap) is rendered as the model wrote it.
+            calls += [c["args"] for c in msg.invalid_tool_calls or [] if isinstance(c.get("args"), str)]
             out.append({"role": "assistant", "content": text + "\n".join(calls)})
         elif isinstance(msg, ToolMessage):
             out.append({"role": "tool", "content": content_text(msg.content)})

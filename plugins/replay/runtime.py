@@ -81,7 +81,9 @@ class RuntimeCounters:
     ``prefilled``: tokens run through the model in prefill; ``decoded``: tokens
     generated; ``reused``: prompt tokens served from the cache instead of being
     prefilled (maintained by callers that compute a common prefix, such as the
-    chat model); ``cropped``: tokens dropped by :meth:`LocalRuntime.crop`.
+    chat model); ``cropped``: tokens dropped by :meth:`LocalRuntime.crop`;
+    ``scored``: tokens run through the model by :meth:`LocalRuntime.score`
+    (side computations that leave the cache as it was; not in the others).
     """
 
     prefilled: int = 0
@@ -89,6 +91,7 @@ class RuntimeCounters:
     reused: int = 0
     cropped: int = 0
     crops: int = 0
+    scored: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return {
@@ -97,6 +100,7 @@ class RuntimeCounters:
             "reused": self.reused,
             "cropped": self.cropped,
             "crops": self.crops,
+            "scored": self.scored,
         }
 
 
@@ -254,8 +258,15 @@ class LocalRuntime(abc.ABC):
         stop_token_ids: Sequence[int] | None = None,
         logits_processor: LogitsProcessor | None = None,
         on_token: Callable[[int], None] | None = None,
+        overrun: int = 0,
     ) -> DecodeResult:
         """Generate up to ``max_new_tokens`` after the cached sequence.
+
+        ``overrun``: when ``max_new_tokens`` runs out while the logits processor
+        says its structure must be finished (``must_finish()`` is true: e.g. a
+        grammar-constrained tool call is half written), keep decoding up to
+        ``overrun`` more tokens until it terminates. A structure is never cut
+        off while the hard cap ``max_new_tokens + overrun`` allows finishing it.
 
         Requires at least one cached token (the last one provides the first
         logits). Every generated token, including a final stop token, ends up
@@ -271,6 +282,8 @@ class LocalRuntime(abc.ABC):
         stops = tuple(self.eos_token_ids if stop_token_ids is None else stop_token_ids)
         start = len(self._tokens)
         budget = max(0, min(max_new_tokens, self.max_context - start))
+        hard = max(budget, min(max_new_tokens + max(0, overrun), self.max_context - start))
+        must_finish = getattr(logits_processor, "must_finish", None)
         generator = None if sampling.greedy else make_generator(seed or 0)
         logits = self._logits_for_last()
         if logits_processor is not None:
@@ -280,7 +293,9 @@ class LocalRuntime(abc.ABC):
         forced = getattr(logits_processor, "forced_token", None)
         finish = "length"
         text = ""
-        for _ in range(budget):
+        for i in range(hard):
+            if i >= budget and not (must_finish is not None and must_finish()):
+                break
             # Jump-forward: where the grammar allows exactly one token there is
             # nothing to choose; queue it and run such runs in one forward pass.
             token = forced() if forced is not None else None
@@ -329,6 +344,107 @@ class LocalRuntime(abc.ABC):
             seed=None if sampling.greedy else (seed or 0),
         )
 
+    def score(
+        self,
+        continuations: Sequence[Sequence[int]],
+        *,
+        at: int | None = None,
+        tail: Sequence[int] = (),
+    ) -> list[float]:
+        """Log-probability of each continuation after the cache's first ``at``
+        tokens (default: all of them) followed by ``tail``.
+
+        A side computation: afterwards the cache holds exactly what it held
+        before (tokens cut off to reach ``at`` are run again), the next-token
+        logits are unchanged and only ``counters.scored`` moves. Continuations
+        sharing a prefix run it once.
+        """
+        n = len(self._tokens)
+        at = n if at is None else int(at)
+        if at < 1 or at > n:
+            raise CacheRangeError(at, n, what="score at")
+        saved = (list(self._tokens), self._last_logits, self._logits_at)
+        conts = [[int(t) for t in c] for c in continuations]
+        tail = [int(t) for t in tail]
+        work = 0
+        try:
+            if at < n:
+                self._crop_cache(at)
+                del self._tokens[at:]
+            if tail:
+                base = self._forward(tail, want_logits=True)
+                self._tokens.extend(tail)
+                work += len(tail)
+            elif at < n:  # the logits after token at-1 were cropped away: recompute them
+                last = self._tokens[-1]
+                self._crop_cache(at - 1)
+                base = self._forward([last], want_logits=True)
+                work += 1
+            else:
+                base = self._logits_for_last_uncounted()
+                saved = (saved[0], base, n)  # fresh next-token logits: keep them
+            shared = _common_prefix(conts)
+            lp_shared, logits = 0.0, base
+            if shared:  # run the shared prefix once and keep it while scoring the rests
+                lp_shared, logits = self._run_scored(base, shared)
+                self._tokens.extend(shared)
+                work += len(shared)
+            mid = len(self._tokens)
+            out = []
+            for c in conts:
+                rest = c[len(shared):]
+                lp = lp_shared
+                if rest:
+                    part, _ = self._run_scored(logits, rest)
+                    self._crop_cache(mid)
+                    work += len(rest)
+                    lp += part
+                out.append(lp)
+            if len(self._tokens) > at:
+                self._crop_cache(at)
+                del self._tokens[at:]
+            if at < n:  # run the cut-off part of the cache again
+                self._forward(saved[0][at:], want_logits=False)
+                work += n - at
+        except BaseException:
+            # The backend cache may be out of step with the bookkeeping: drop it
+            # (the next sync rebuilds it by prefill).
+            self.reset()
+            raise
+        finally:
+            self.counters.scored += work
+        self._tokens = saved[0]
+        self._last_logits, self._logits_at = saved[1], saved[2]
+        return out
+
+    def _run_scored(self, logits: Any, tokens: list[int]) -> tuple[float, Any]:
+        """Sum of log-probabilities of ``tokens`` given ``logits`` (the logits
+        before the first), running them through the model; returns the sum and
+        the logits after the last token. Leaves the tokens in the backend cache
+        (the caller crops them)."""
+        import torch
+
+        rows = self._forward_all(tokens)  # (len(tokens), vocab): row i predicts token i+1
+        prev = torch.cat([logits.reshape(1, -1).float(), rows[:-1].float()], dim=0)
+        lps = torch.log_softmax(prev, dim=-1)
+        idx = torch.tensor(tokens, dtype=torch.long).reshape(-1, 1)
+        return float(lps.gather(1, idx).sum()), rows[-1]
+
+    def _forward_all(self, tokens: list[int]) -> Any:
+        """The logits of every position of ``tokens`` run at the end of the
+        cache, as a 2-D tensor. Backends that can return them in one pass
+        override this; the default runs one token at a time."""
+        import torch
+
+        return torch.stack([self._forward([t], want_logits=True) for t in tokens])
+
+    def _logits_for_last_uncounted(self) -> Any:
+        before = self.counters.prefilled
+        logits = self._logits_for_last()
+        self.counters.scored += self.counters.prefilled - before
+        self.counters.prefilled = before
+        return logits
+
     def _feed(self, tokens: list[int]) -> Any:
         self._check_fits(len(self._tokens) + len(tokens))
         logits = self._forward(tokens, want_logits=True)
@@ -373,6 +489,19 @@ class LocalRuntime(abc.ABC):
 
         if needed > self.max_context:
             raise ContextOverflowError(needed, self.max_context)
+
+
+def _common_prefix(seqs: Sequence[Sequence[int]]) -> list[int]:
+    if not seqs:
+        return []
+    first = seqs[0]
+    n = min(len(s) for s in seqs)
+    if len(seqs) == 1:
+        n = len(first) - 1  # keep one token to score from the shared logits
+    i = 0
+    while i < n and all(s[i] == first[i] for s in seqs):
+        i += 1
+    return list(first[:i])
 
 
 class SharedWeightsRuntime(LocalRuntime):

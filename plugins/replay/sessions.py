@@ -136,7 +136,7 @@ class SessionPool:
         with self._lock:
             state = self._sessions.get(session)
         if state is None:
-            return {"prefilled": 0, "decoded": 0, "reused": 0, "cropped": 0, "crops": 0,
+            return {"prefilled": 0, "decoded": 0, "reused": 0, "cropped": 0, "crops": 0, "scored": 0,
                     "length": 0, "evictions": 0, "calls": 0}
         out = state.runtime.counters.as_dict()
         out.update(length=state.runtime.length, evictions=state.evictions, calls=state.calls)

@@ -11,4 +11,4 @@ def local_model(tmp_path_factory):
 
     env = os.environ.get("UNSEE_MODEL_CACHE")
     home = Path(env) if env else tmp_path_factory.mktemp("model-home")
-    return LocalChatModel.from_spec("cpu", home, max_tokens=64)
+    return LocalChatModel.from_spec("cpu", cache_dir=home, max_tokens=64)

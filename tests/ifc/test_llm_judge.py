@@ -28,7 +28,7 @@ def _free_port() -> int:
 def endpoint(tmp_path_factory):
     home = Path(os.environ.get("UNSEE_MODEL_CACHE") or tmp_path_factory.mktemp("judge-home"))
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "unsee.openai_server", "--port", str(port), "--home", str(home)],
+    proc = subprocess.Popen([sys.executable, "-m", "unsee.openai_server", "--port", str(port), "--model-cache", str(home)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.time() + 240

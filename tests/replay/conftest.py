@@ -1,9 +1,9 @@
 """Fixtures of the replay-runtime tests.
 
-The CPU model is loaded once per test session. Its converted folder lives in a
-temporary unsee home created for the session, or in ``$UNSEE_MODEL_CACHE``
-when set (to share one conversion across runs: the first conversion takes
-~30–40 s on 2 cores, later loads ~3 s).
+The CPU model is loaded once per test session. Its converted folder lives in
+``$UNSEE_MODEL_CACHE`` when set (to share one conversion across runs and test
+directories: the first conversion takes ~20–40 s on 2 cores, later loads
+~3 s), else in a model cache made for the test session.
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ def model_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
         path = Path(env).expanduser()
         path.mkdir(parents=True, exist_ok=True)
         return path
-    return tmp_path_factory.mktemp("unsee-home")
+    return tmp_path_factory.mktemp("model-cache")
 
 
 @pytest.fixture(scope="session")
 def cpu_runtime(model_home: Path):
     from unsee.plugins.replay import load_runtime
 
-    return load_runtime("cpu", model_home)
+    return load_runtime("cpu", cache_dir=model_home)
 
 
 @pytest.fixture()

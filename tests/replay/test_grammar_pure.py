@@ -76,10 +76,123 @@ def test_messages_render_tools_and_calls():
     ]
     out = to_chat_messages(msgs, TOOLS)
     assert [m["role"] for m in out] == ["system", "user", "assistant", "tool"]
-    assert out[0]["content"].startswith("Be brief.") and '"lookup"' in out[0]["content"]
+    assert out[0]["content"].startswith("Be brief.") and "\nlookup(key: string): Look up a key\n" in out[0]["content"]
     assert out[2]["content"] == render_tool_call("add", {"a": 2, "b": 3})
     no_sys = to_chat_messages([HumanMessage("hi")], TOOLS)
-    assert no_sys[0]["role"] == "system" and "<tools>" in no_sys[0]["content"]
+    assert no_sys[0]["role"] == "system" and "add(a: integer, b: integer): Add" in no_sys[0]["content"]
     assert to_chat_messages([HumanMessage([{"type": "text", "text": "a"}, "b"])]) == [
         {"role": "user", "content": "ab"}
     ]
+
+
+def test_cut_off_call_is_an_invalid_tool_call_not_text():
+    from unsee.plugins.replay.chat_model import LocalChatModel
+
+    text = '<tool_call>\n{"name": "lookup", "arguments": {"key": "acc'
+    msg = LocalChatModel._to_message(text, TOOLS, "s", 2, "length")
+    assert msg.content == "" and not msg.tool_calls
+    (bad,) = msg.invalid_tool_calls
+    assert bad["name"] == "lookup" and bad["args"] == text and bad["id"] == tool_call_id("s", 2, 0)
+    assert "token limit" in bad["error"]
+    # re-templated as the model wrote it (the cache prefix stays reusable)
+    out = to_chat_messages([HumanMessage("q"), msg], TOOLS)
+    assert out[-1] == {"role": "assistant", "content": text}
+
+
+def test_auto_processor_knows_when_a_call_started():
+    import xgrammar as xgr
+
+    # a byte-level vocabulary: ids 0-255 are bytes, 256 ends the turn
+    vocab = [bytes([i]).decode("latin-1") for i in range(256)] + ["</s>"]
+    info = xgr.TokenizerInfo(vocab, vocab_size=len(vocab), stop_token_ids=[256])
+    from unsee.plugins.replay.grammar import GrammarProcessor
+
+    compiler = xgr.GrammarCompiler(info)
+    call_start = frozenset([ord("<")])
+    auto = GrammarProcessor(compiler.compile_grammar(build_grammar(TOOLS, "auto")), len(vocab),
+                            mode="auto", call_start=call_start)
+    auto.reset()
+    assert not auto.must_finish()
+    auto.accept(ord("<"))
+    assert auto.must_finish()
+    auto.reset()
+    auto.accept(ord("H"))
+    assert not auto.must_finish()  # a text answer may stop anywhere
+    forced = GrammarProcessor(compiler.compile_grammar(build_grammar(TOOLS, "any")), len(vocab),
+                              mode="call", call_start=call_start)
+    forced.reset()
+    assert forced.must_finish()
+    for ch in render_tool_call("add", {"a": 1, "b": 2}).encode():
+        forced.accept(ch)
+    forced.accept(256)
+    assert forced.is_terminated() and not forced.must_finish()
+
+
+def test_jump_forward_uses_the_tokenizers_own_split():
+    """Forced text is fed as the tokenizer splits it (never a split the model
+    was not trained on, like a lone space before a string's opening quote)."""
+    import xgrammar as xgr
+
+    from unsee.plugins.replay.grammar import GrammarProcessor
+
+    merged = ' "'
+    vocab = [bytes([i]).decode("latin-1") for i in range(256)] + [merged, "</s>"]
+    eos = len(vocab) - 1
+
+    class Tok:
+        def encode(self, text, add_special_tokens=False):
+            out, i = [], 0
+            while i < len(text):
+                if text.startswith(merged, i):
+                    out.append(256)
+                    i += 2
+                else:
+                    out.append(ord(text[i]))
+                    i += 1
+            return out
+
+        def decode(self, ids):
+            return "".join(vocab[i] for i in ids if i != eos)
+
+    info = xgr.TokenizerInfo(vocab, vocab_size=len(vocab), stop_token_ids=[eos])
+    compiled = xgr.GrammarCompiler(info).compile_grammar(build_grammar(TOOLS[:1], "lookup"))
+    proc = GrammarProcessor(compiled, len(vocab), mode="call", tokenizer=Tok())
+    proc.reset()
+    fed = []
+    while (token := proc.forced_token()) is not None:
+        proc.accept(token)
+        fed.append(token)
+    header = '<tool_call>\n{"name": "lookup", "arguments": {"key": "'
+    assert Tok().decode(fed) == header and fed == Tok().encode(header) and 256 in fed
+    assert proc.must_finish()
+
+
+def test_a_loop_inside_a_string_argument_is_closed():
+    """Three copies of the same run of free tokens inside a call: the next
+    token may only close the string; the call is then completed as usual."""
+    import torch
+    import xgrammar as xgr
+
+    from unsee.plugins.replay.grammar import GrammarProcessor
+
+    vocab = [bytes([i]).decode("latin-1") for i in range(256)] + ["</s>"]
+    eos = 256
+    info = xgr.TokenizerInfo(vocab, vocab_size=len(vocab), stop_token_ids=[eos])
+    compiled = xgr.GrammarCompiler(info).compile_grammar(build_grammar(TOOLS[:1], "lookup"))
+    proc = GrammarProcessor(compiled, len(vocab), mode="call", quote_start=frozenset([ord('"')]))
+    proc.reset()
+    for ch in '<tool_call>\n{"name": "lookup", "arguments": {"key": "':
+        proc.accept(ord(ch))  # the header (as if forced; the test feeds it by hand)
+    proc._free.clear()
+    prefers_ab = torch.full((len(vocab),), -5.0)
+    for ch in "ab_ab_ab_":
+        logits = prefers_ab.clone()
+        logits[ord(ch)] = 5.0
+        out = proc([], logits)
+        assert int(out.argmax()) == ord(ch)  # no loop yet: the model's choice stands
+        proc.accept(ord(ch))
+    logits = prefers_ab.clone()
+    logits[ord("a")] = 5.0
+    out = proc([], logits)
+    assert int(out.argmax()) == ord('"') and proc.loops_closed == 1
+    assert torch.isinf(out[ord("a")])

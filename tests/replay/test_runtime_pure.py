@@ -149,3 +149,81 @@ def test_reset_drops_cache_keeps_counters():
     rt.prefill(_prompt(rt))
     rt.reset()
     assert rt.length == 0 and rt.cache == [] and rt.counters.prefilled > 0
+
+
+def _lp_fresh(base: FakeRuntime, prefix: list[int], cont: list[int]) -> float:
+    """Log-probability of ``cont`` after ``prefix`` on a fresh cache, token by token."""
+    rt = base.spawn()
+    rt.prefill(prefix)
+    logits = rt._logits_for_last()
+    total = 0.0
+    for t in cont:
+        total += float(torch.log_softmax(logits, -1)[t])
+        logits = rt._feed([t])
+    return total
+
+
+def test_score_leaves_cache_logits_and_counters_as_they_were():
+    base = FakeRuntime()
+    prompt = _prompt(base)
+    rt = base.spawn()
+    rt.prefill(prompt)
+    before = (rt.tokens, list(rt.cache), rt._logits_for_last().clone(), dict(rt.counters.as_dict()))
+    conts = [rt.tokenize("<call lookup"), rt.tokenize("<call add"), rt.tokenize("text")]
+    got = rt.score(conts)
+    assert got == pytest.approx([_lp_fresh(base, prompt, c) for c in conts], abs=1e-4)
+    # scored against another last message: cut back to `at`, run `tail`, score, restore
+    other = rt.tokenize("hello world, tell me N/A")
+    at = len(rt.tokenize("hello world, tell me "))
+    got2 = rt.score(conts, at=at, tail=other[at:])
+    assert got2 == pytest.approx([_lp_fresh(base, other, c) for c in conts], abs=1e-4)
+    assert rt.tokens == before[0] and rt.cache == before[1]
+    assert torch.equal(rt._logits_for_last(), before[2])
+    counters = rt.counters.as_dict()
+    assert counters["scored"] > 0
+    assert {k: v for k, v in counters.items() if k != "scored"} == {
+        k: v for k, v in before[3].items() if k != "scored"}
+    # decoding afterwards equals decoding without the side computation
+    ref = base.spawn()
+    ref.prefill(prompt)
+    assert rt.decode(20, stop_token_ids=()).tokens == ref.decode(20, stop_token_ids=()).tokens
+
+
+class _MustFinish:
+    """A logits processor whose "structure" ends after ``need`` tokens."""
+
+    def __init__(self, need: int) -> None:
+        self.need = need
+        self.n = 0
+
+    def reset(self) -> None:
+        self.n = 0
+
+    def __call__(self, generated, logits):
+        logits = logits.clone()
+        logits[0] = -1e9  # no end of turn inside the structure
+        return logits
+
+    def accept(self, token: int) -> None:
+        self.n += 1
+
+    def is_terminated(self) -> bool:
+        return self.n >= self.need
+
+    def must_finish(self) -> bool:
+        return not self.is_terminated()
+
+
+def test_decode_overrun_finishes_a_structure_up_to_a_hard_cap():
+    rt = FakeRuntime()
+    rt.prefill(_prompt(rt))
+    n = rt.length
+    out = rt.decode(4, logits_processor=_MustFinish(30), overrun=100, stop_token_ids=())
+    assert len(out.tokens) == 30 and out.finish_reason == "grammar"
+    assert out.offset_end == rt.length == n + 30
+    rt.crop(n)
+    capped = rt.decode(4, logits_processor=_MustFinish(30), overrun=10, stop_token_ids=())
+    assert len(capped.tokens) == 14 and capped.finish_reason == "length"
+    rt.crop(n)
+    plain = rt.decode(4, logits_processor=_MustFinish(30), stop_token_ids=())  # no overrun: cut at 4
+    assert len(plain.tokens) == 4

@@ -1,9 +1,11 @@
-"""Sandbox fixtures: one backend fixture every conformance test runs against.
+"""Sandbox fixtures: ``env`` (every built-in backend, for the tests that are not
+the conformance suite), the docker image, and the python backend's commands.
+The conformance suite itself is ``unsee.sandbox.testing`` (run per backend by
+test_conformance.py).
 
 Docker tests (``@pytest.mark.docker``) run wherever a daemon can be had:
-``make test`` sources scripts/docker-up.sh, which starts one. Reachability is
-checked ONCE per session; without a daemon every docker test is skipped and a
-single summary line says why.
+``make test`` sources scripts/docker-up.sh, which starts one (the skip-or-fail
+rule for them lives in tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -13,40 +15,10 @@ import time
 
 import pytest
 
-from unsee.sandbox import open_environment
+# the packaged conformance suite's asserts get pytest's detailed messages
+pytest.register_assert_rewrite("unsee.sandbox.testing")
 
-_docker_state: dict[str, object] = {}
-
-
-def docker_unavailable() -> str | None:
-    """None when a daemon answers (checked once per session), else why not."""
-    if "reason" not in _docker_state:
-        from unsee.sandbox.docker_env import daemon_unavailable_reason
-
-        why = daemon_unavailable_reason()
-        _docker_state["reason"] = (
-            None if why is None else f"{why}; start one with `source scripts/docker-up.sh` (make test does)"
-        )
-    return _docker_state["reason"]  # type: ignore[return-value]
-
-
-def pytest_collection_modifyitems(config, items):
-    docker_items = [i for i in items if "docker" in i.keywords]
-    if not docker_items:
-        return
-    why = docker_unavailable()
-    if why is None:
-        return
-    skip = pytest.mark.skip(reason="no Docker daemon")
-    for item in docker_items:
-        item.add_marker(skip)
-    _docker_state["skipped"] = len(docker_items)
-
-
-def pytest_terminal_summary(terminalreporter):
-    n = _docker_state.get("skipped")
-    if n:
-        terminalreporter.write_line(f"docker: {n} sandbox tests skipped: {_docker_state['reason']}", yellow=True)
+from unsee.sandbox import open_environment  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -76,6 +48,12 @@ def _sleep(obj, secs):
 
 
 PY_COMMANDS = {"echo": _echo, "exit": _exit, "sleep": _sleep}
+
+
+@pytest.fixture
+def py_commands():
+    """``echo``, ``exit`` and ``sleep`` for the python backend (the suite uses them)."""
+    return dict(PY_COMMANDS)
 
 
 def open_backend(name: str, tmp_path, request):

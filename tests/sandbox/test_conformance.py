@@ -1,4 +1,5 @@
-"""The conformance suite every sandbox backend passes (local, python, docker).
+"""The conformance suite (``unsee.sandbox.testing``) run on every built-in backend
+(local, python, docker) and on a tiny third-party backend registered here.
 
 A backend that declares it lacks a capability (``env.capabilities``) has the
 tests for it skipped, and must raise NotSupported when the capability is used.
@@ -6,7 +7,8 @@ tests for it skipped, and must raise NotSupported when the capability is used.
 
 from __future__ import annotations
 
-import time
+import posixpath
+import uuid
 
 import pytest
 
@@ -15,67 +17,64 @@ from unsee.sandbox import (
     FILES,
     SHADOW,
     SNAPSHOT,
-    EnvironmentClosed,
-    ExecFailed,
-    ExecResult,
-    ExecTimeout,
+    Environment,
     NotSupported,
     PathNotFound,
     SnapshotId,
     SnapshotNotFound,
+    available_backends,
+    backend_names,
+    backend_options,
+    open_environment,
+    register_backend,
 )
+from unsee.sandbox.base import DEFAULT_FILE_MODE, as_bytes
+from unsee.sandbox.testing import EnvironmentConformance
 
 
-def need(env, *caps):
-    missing = [c for c in caps if not env.supports(c)]
-    if missing:
-        pytest.skip(f"{env.backend} lacks {missing}")
+class TestLocal(EnvironmentConformance):
+    @pytest.fixture
+    def env(self, tmp_path):
+        e = open_environment("local", root=tmp_path / "local-env", keep=False)
+        yield e
+        e.close()
+
+    @pytest.fixture
+    def keeping_env(self, tmp_path):
+        e = open_environment("local", root=tmp_path / "kept-env", keep=True)
+        yield e
+        e.discard()
 
 
-# -- exec -----------------------------------------------------------------------
+class TestPython(EnvironmentConformance):
+    shell = False  # its exec runs the py_commands (echo, exit, sleep) on the object
+
+    @pytest.fixture
+    def env(self, py_commands):
+        e = open_environment("python", obj={"balance": 100}, commands=py_commands)
+        yield e
+        e.close()
 
 
-def test_exec_echo(env):
-    need(env, EXEC)
-    res = env.exec("echo hello world")
-    assert isinstance(res, ExecResult)
-    assert res.exit_code == 0 and res.ok
-    assert res.stdout == b"hello world\n"
-    assert res.text == "hello world\n"
+@pytest.mark.docker
+class TestDocker(EnvironmentConformance):
+    @pytest.fixture
+    def env(self, docker_image):
+        e = open_environment("docker", image=docker_image)
+        yield e
+        e.close()
+
+    @pytest.fixture
+    def keeping_env(self, docker_image):
+        from unsee.sandbox.docker_env import cleanup
+
+        e = open_environment("docker", image=docker_image, keep_snapshots=True)
+        yield e
+        e.discard()
+        cleanup(env_id=e.env_id)  # what its closed shadows kept (labelled unsee.parent=<id>)
 
 
-def test_exec_argv_form(env):
-    need(env, EXEC)
-    assert env.exec(["echo", "a b"]).stdout == b"a b\n"
-
-
-def test_exec_nonzero_exit_is_a_result(env):
-    need(env, EXEC)
-    res = env.exec("exit 3")
-    assert res.exit_code == 3 and not res.ok
-    with pytest.raises(ExecFailed):
-        res.check()
-
-
-def test_exec_timeout_kills(env):
-    need(env, EXEC)
-    t0 = time.monotonic()
-    with pytest.raises(ExecTimeout) as ei:
-        env.exec("sleep 5", timeout=0.5)
-    assert isinstance(ei.value, TimeoutError)
-    assert time.monotonic() - t0 < 4
-    assert env.exec("echo alive").stdout == b"alive\n"  # still usable
-
-
-def test_exec_unstartable_program(env):
-    need(env, EXEC)
-    with pytest.raises(ExecFailed):
-        env.exec(["/nonexistent/program-xyz"])
-
-
-def test_exec_not_supported_is_typed(tmp_path):
-    from unsee.sandbox import open_environment
-
+def test_exec_not_supported_is_typed():
     env = open_environment("python", obj={})
     assert EXEC not in env.capabilities
     with pytest.raises(NotSupported) as ei:
@@ -83,151 +82,110 @@ def test_exec_not_supported_is_typed(tmp_path):
     assert isinstance(ei.value, NotImplementedError)
 
 
-# -- files ------------------------------------------------------------------------
+# -- a third-party backend: registered by name, runs the whole suite --------------------------
 
 
-def test_write_read_roundtrip(env):
-    need(env, FILES)
-    blob = bytes(range(256)) * 10
-    env.write_file("data.bin", blob)
-    env.write_file("nested/dir/note.txt", "héllo")
-    assert env.read_file("data.bin") == blob
-    assert env.read_file("nested/dir/note.txt") == "héllo".encode()
-    env.write_file("data.bin", b"replaced")
-    assert env.read_file("data.bin") == b"replaced"
+class MemoryEnvironment(Environment):
+    """Files in a dict, snapshots in a ``store`` that outlives the environment when ``keep``.
+    No exec. Declares no OPTIONS: the registry derives them from ``__init__``."""
+
+    backend = "memory"
+    capabilities = frozenset({FILES, SNAPSHOT, SHADOW})
+
+    def __init__(self, *, store: dict | None = None, keep: bool = False, env_id: str | None = None,
+                 _files: dict | None = None):
+        self.env_id = env_id or uuid.uuid4().hex[:12]
+        self._store = {} if store is None else store  # ref -> {path: (bytes, mode)}
+        self._keep = keep
+        self._files = dict(_files or {})
+        self._seq = 0
+        self._children: list[MemoryEnvironment] = []
+
+    @staticmethod
+    def _norm(path: str) -> str:
+        return posixpath.normpath(posixpath.join("/", path))
+
+    def exec(self, cmd, timeout=None):
+        self._require(EXEC)
+
+    def read_file(self, path):
+        return self._entry(path)[0]
+
+    def file_mode(self, path):
+        return self._entry(path)[1]
+
+    def _entry(self, path):
+        self._require(FILES)
+        try:
+            return self._files[self._norm(path)]
+        except KeyError:
+            raise PathNotFound(path) from None
+
+    def write_file(self, path, data, *, mode=None):
+        self._require(FILES)
+        self._files[self._norm(path)] = (as_bytes(data), DEFAULT_FILE_MODE if mode is None else mode)
+
+    def remove_file(self, path):
+        self._require(FILES)
+        if self._files.pop(self._norm(path), None) is None:
+            raise PathNotFound(path)
+
+    def snapshot(self):
+        self._require(SNAPSHOT)
+        self._seq += 1
+        ref = f"{self.env_id}/{self._seq}"
+        self._store[ref] = dict(self._files)
+        return SnapshotId(self.backend, self.env_id, self._seq, ref)
+
+    def restore(self, snapshot):
+        self._require(SNAPSHOT)
+        if not isinstance(snapshot, SnapshotId) or snapshot.backend != self.backend \
+                or snapshot.ref not in self._store:
+            raise SnapshotNotFound(snapshot)
+        self._files = dict(self._store[snapshot.ref])
+
+    def shadow(self):
+        self._require(SHADOW)
+        child = MemoryEnvironment(store=self._store, keep=self._keep, _files=self._files)
+        self._children.append(child)
+        return child
+
+    def close(self):
+        if self._closed:
+            return
+        self._closed = True
+        for child in self._children:
+            child.close()
+        if not self._keep:
+            self._drop_snapshots()
+
+    def discard(self):
+        self.close()
+        self._drop_snapshots()
+
+    def _drop_snapshots(self):
+        for ref in [r for r in self._store if r.startswith(self.env_id + "/")]:
+            del self._store[ref]
 
 
-def test_file_modes(env):
-    need(env, FILES)
-    env.write_file("plain.txt", b"x")
-    env.write_file("tool.sh", b"#!/bin/sh\necho hi\n", mode=0o755)
-    env.write_file("secret", b"s", mode=0o600)
-    assert env.file_mode("plain.txt") == 0o644
-    assert env.file_mode("tool.sh") == 0o755
-    assert env.file_mode("secret") == 0o600
+register_backend("memory", MemoryEnvironment, replace=True)
 
 
-def test_exec_sees_written_files(env):
-    need(env, FILES, EXEC)
-    if env.backend == "python":
-        pytest.skip("python commands act on the object, not a shell")
-    env.write_file("in.txt", b"42\n")
-    assert env.exec("cat in.txt").stdout == b"42\n"
-    env.exec("echo out > out.txt").check()
-    assert env.read_file("out.txt") == b"out\n"
+class TestThirdPartyBackend(EnvironmentConformance):
+    @pytest.fixture
+    def env(self):
+        e = open_environment("memory")
+        yield e
+        e.close()
+
+    @pytest.fixture
+    def keeping_env(self):
+        e = open_environment("memory", store={}, keep=True)
+        yield e
+        e.discard()
 
 
-def test_bad_paths(env):
-    need(env, FILES)
-    for op in (env.read_file, env.remove_file, env.file_mode):
-        with pytest.raises(PathNotFound) as ei:
-            op("no/such/file")
-        assert isinstance(ei.value, FileNotFoundError)
-
-
-def test_remove_file(env):
-    need(env, FILES)
-    env.write_file("gone.txt", b"bye")
-    env.remove_file("gone.txt")
-    with pytest.raises(FileNotFoundError):
-        env.read_file("gone.txt")
-
-
-# -- snapshot / restore --------------------------------------------------------------
-
-
-def test_snapshot_restore_is_exact(env):
-    need(env, FILES, SNAPSHOT)
-    env.write_file("keep.txt", b"original")
-    env.write_file("run.sh", b"#!/bin/sh\n", mode=0o755)
-    env.write_file("dir/deep.txt", b"deep")
-    snap = env.snapshot()
-    assert isinstance(snap, SnapshotId) and snap.backend == env.backend
-
-    env.write_file("keep.txt", b"changed")
-    env.remove_file("run.sh")  # a deleted file must come back
-    env.remove_file("dir/deep.txt")
-    env.write_file("new.txt", b"added after the snapshot")  # must disappear
-    env.write_file("keep2.txt", b"x", mode=0o600)
-
-    env.restore(snap)
-    assert env.read_file("keep.txt") == b"original"
-    assert env.read_file("run.sh") == b"#!/bin/sh\n"
-    assert env.file_mode("run.sh") == 0o755
-    assert env.read_file("dir/deep.txt") == b"deep"
-    for gone in ("new.txt", "keep2.txt"):
-        with pytest.raises(PathNotFound):
-            env.read_file(gone)
-
-
-def test_restore_back_and_forth(env):
-    need(env, FILES, SNAPSHOT)
-    env.write_file("v", b"1")
-    s1 = env.snapshot()
-    env.write_file("v", b"2")
-    s2 = env.snapshot()
-    assert s1 != s2 and s2.seq > s1.seq
-    env.restore(s1)
-    assert env.read_file("v") == b"1"
-    env.restore(s2)
-    assert env.read_file("v") == b"2"
-    env.restore(s1)
-    env.write_file("v", b"3")  # restoring does not consume the snapshot
-    env.restore(s1)
-    assert env.read_file("v") == b"1"
-
-
-def test_unknown_snapshot(env):
-    need(env, SNAPSHOT)
-    bogus = SnapshotId(env.backend, env.env_id, 999, "sha256:" + "0" * 64)
-    with pytest.raises(SnapshotNotFound) as ei:
-        env.restore(bogus)
-    assert isinstance(ei.value, LookupError)
-    other = SnapshotId("no-such-backend", env.env_id, 1, "x")
-    with pytest.raises(SnapshotNotFound):
-        env.restore(other)
-
-
-# -- shadow -------------------------------------------------------------------------
-
-
-def test_shadow_isolation(env):
-    need(env, FILES, SHADOW)
-    env.write_file("shared.txt", b"before")
-    shadow = env.shadow()
-    try:
-        assert shadow.read_file("shared.txt") == b"before"  # clone of the current state
-        shadow.write_file("shared.txt", b"shadow wrote")
-        shadow.write_file("only-in-shadow.txt", b"x")
-        shadow.remove_file("shared.txt")
-        env.write_file("after.txt", b"parent wrote later")
-        assert env.read_file("shared.txt") == b"before"
-        with pytest.raises(PathNotFound):
-            env.read_file("only-in-shadow.txt")
-        with pytest.raises(PathNotFound):
-            shadow.read_file("after.txt")
-    finally:
-        shadow.close()
-    assert env.read_file("shared.txt") == b"before"  # closing the shadow leaves us alone
-
-
-def test_shadow_has_its_own_snapshots(env):
-    need(env, FILES, SHADOW, SNAPSHOT)
-    env.write_file("f", b"parent")
-    shadow = env.shadow()
-    try:
-        s = shadow.snapshot()
-        shadow.write_file("f", b"changed")
-        shadow.restore(s)
-        assert shadow.read_file("f") == b"parent"
-    finally:
-        shadow.close()
-    assert env.read_file("f") == b"parent"
-
-
-def test_closed_environment(env):
-    env.close()
-    env.close()  # idempotent
-    assert env.closed
-    with pytest.raises(EnvironmentClosed):
-        env.read_file("x") if env.supports(FILES) else env.exec("echo")
+def test_third_party_backend_is_registered_with_its_options():
+    assert "memory" in backend_names()
+    assert available_backends()["memory"] is None
+    assert backend_options("memory") == {"store", "keep", "env_id"}  # from __init__, minus _files
