@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     shared = None
     if args.model == "local":
-        from unsee.plugins.replay.chat_model import LocalChatModel
+        from unsee.plugins.model.chat_model import LocalChatModel
 
         shared = LocalChatModel.from_spec("cpu", max_tokens=48)  # the per-user model cache
     mid = (args.turns + 1) // 2

@@ -43,7 +43,7 @@ def bench_session(runtime: Any, max_tokens: int = 24) -> dict[str, Any]:
     from langchain_core.tools import tool
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from unsee.plugins.replay import LocalChatModel
+    from unsee.plugins.model import LocalChatModel
 
     @tool
     def lookup(key: str) -> str:
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--skip-session", action="store_true")
     args = parser.parse_args(argv if argv is not None else [])
 
-    from unsee.plugins.replay import load_runtime
+    from unsee.plugins.model import load_runtime
 
     t0 = time.perf_counter()
     runtime = load_runtime(args.backend, cache_dir=args.model_cache)

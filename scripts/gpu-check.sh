@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU check of the replay runtime: installs exllamav2 into the venv and runs the
-# `gpu`-marked tests (tests/replay/test_exllama_gpu.py) on an NVIDIA machine,
+# `gpu`-marked tests (tests/model/test_exllama_gpu.py) on an NVIDIA machine,
 # then prints a short report. Budget: < 5 min (the first exllamav2 import
 # JIT-compiles its CUDA extension; that needs a CUDA build of torch and nvcc).
 #
@@ -46,7 +46,7 @@ fi
 say "extension ready in $(( $(date +%s) - t1 ))s"
 
 out=$(mktemp)
-$PY -m pytest tests/replay/test_exllama_gpu.py -m gpu -q -rs -p no:cacheprovider 2>&1 | tee "$out"
+$PY -m pytest tests/model/test_exllama_gpu.py -m gpu -q -rs -p no:cacheprovider 2>&1 | tee "$out"
 rc=${PIPESTATUS[0]}
 summary=$(grep -E "passed|failed|error|skipped" "$out" | tail -1)
 say "----------------------------------------------------------------"

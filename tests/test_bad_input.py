@@ -27,9 +27,9 @@ from unsee.cli import main
 from unsee.demo import SECRET, run_demo
 from unsee.middleware.errors import HomeNotADirectory, InvalidArgument, StoreDamaged, UnseeError
 from unsee.middleware.store_files import STORE_VERSION
-from unsee.plugins.replay.crash import crash_at
-from unsee.plugins.replay.driver import is_scratch_thread
-from unsee.plugins.replay.forget_errors import InjectedCrash, UnknownStrategy
+from unsee.plugins.forget.faults import crash_at
+from unsee.plugins.forget.replay import is_scratch_thread
+from unsee.plugins.forget.errors import InjectedCrash, UnknownStrategy
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,7 @@ from unsee.middleware.errors import (
 )
 from unsee.middleware.graph import ProvenanceGraph
 from unsee.middleware.records import Artifact, ArtifactType, Checkpoint, CheckpointKind, Hit
-from unsee.plugins.replay.events import RevocationEvent
-from unsee.plugins.replay.report import ForgetPlan, ForgetReport
+from unsee.plugins.forget import ForgetPlan, ForgetReport, RevocationEvent
 
 __all__ = [
     "Unsee", "resolve_home", "ProvenanceGraph", "Artifact", "ArtifactType", "Checkpoint",

@@ -299,8 +299,8 @@ def forget_cmd(
 
     --dry-run only plans and needs no agent.
     """
-    from unsee.plugins.replay.events import RevocationEvent
-    from unsee.plugins.replay.report import STRATEGIES
+    from unsee.plugins.forget.event import RevocationEvent
+    from unsee.plugins.forget.report import STRATEGIES
 
     if strategy not in STRATEGIES:
         raise cx.BadParameter(f"unknown strategy {strategy!r}: use one of {' '.join(STRATEGIES)}")

@@ -256,7 +256,7 @@ class Unsee:
         forget; token spans are counted with its tokenizer. One per Unsee.
         """
         if self.local_model is None:
-            from unsee.plugins.replay.chat_model import LocalChatModel
+            from unsee.plugins.model.chat_model import LocalChatModel
 
             self.local_model = LocalChatModel.from_spec(self.model_spec, self.home, **fields)
         return self.local_model
@@ -272,7 +272,7 @@ class Unsee:
         is checked before anything is written (``InvalidArgument``,
         ``UnknownStrategy``); ``side_effects`` is ``defer`` | ``ask`` | ``execute``.
         """
-        from unsee.plugins.replay.operator import Forgetter
+        from unsee.plugins.forget.operator import Forgetter
 
         return Forgetter(self).forget(thread_id, event, strategy, agent=agent, dry_run=dry_run,
                                       commit_result=commit, wait=wait, side_effects=side_effects)

@@ -250,7 +250,7 @@ def next_steps(home: Path, session: str, model: str, forgot: bool) -> list[str]:
 
 def run_demo(home: Path, session: str, jaeger_json: Path, console: Console | None = None,
              model: str = "scripted", forget: bool = True) -> dict:
-    from unsee.plugins.replay.events import RevocationEvent
+    from unsee.plugins.forget.event import RevocationEvent
     from unsee.report_view import render_report
 
     console = console or Console()

@@ -22,7 +22,7 @@ from langchain.agents.middleware import AgentMiddleware
 from rich.console import Console
 
 from unsee.middleware.context import configurable
-from unsee.plugins.replay.driver import is_scratch_thread
+from unsee.plugins.forget import is_scratch_thread
 
 log = logging.getLogger("unsee.progress")
 

@@ -41,8 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from unsee.jsonhttp import JSONHandler, JSONServer
 from unsee.middleware.errors import (AmbiguousTarget, IncompleteSession, InvalidArgument, SessionBusy,
                                      SessionNotFound, TargetNotFound)
-from unsee.plugins.replay.events import RevocationEvent
-from unsee.plugins.replay.forget_errors import AgentUnknown, UnknownStrategy
+from unsee.plugins.forget import AgentUnknown, RevocationEvent, UnknownStrategy
 
 log = logging.getLogger("unsee.server")
 MAX_BODY = 1 << 20

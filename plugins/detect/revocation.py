@@ -180,7 +180,7 @@ class DetectionService:
         return new
 
     def _verdict(self, session: str, aid: str, f: Finding) -> Verdict:
-        from unsee.plugins.replay.events import RevocationEvent
+        from unsee.plugins.forget import RevocationEvent
 
         event = RevocationEvent(target=f.text, source=aid, reason=f"{f.detector}: {f.reason}", raised_by="detector")
         return Verdict(session, aid, f, event, {"auto": "applied", "queue": "queued", "alert": "alerted"}[self.policy])
@@ -228,7 +228,7 @@ class DetectionService:
 
     def start(self, interval: float = 1.0) -> None:
         """Scan every session in a background thread until ``stop()``."""
-        from unsee.plugins.replay.driver import is_scratch_thread
+        from unsee.plugins.forget import is_scratch_thread
 
         def loop():
             while not self._stop.wait(interval):

@@ -8,8 +8,8 @@ from langgraph.store.memory import InMemoryStore
 from forget_agents import FIRED, SECRET, build, say, state_of
 from unsee import (AmbiguousTarget, IncompleteSession, RevocationEvent, SessionNotFound,
                    TargetNotFound, Unsee)
-from unsee.plugins.replay.crash import crash_at
-from unsee.plugins.replay.forget_errors import InjectedCrash, UnknownStrategy
+from unsee.plugins.forget.faults import crash_at
+from unsee.plugins.forget.errors import InjectedCrash, UnknownStrategy
 
 SCENARIOS = {
     "tool_return": ["hello", "look at T1", "thanks", "refund A7 please", "look at T2", "bye"],

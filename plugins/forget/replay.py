@@ -23,8 +23,8 @@ from unsee.middleware.hooks import message_artifact
 from unsee.middleware.memory import RecordingStore, StoreOverlay, parse_source_key
 from unsee.middleware.records import ArtifactType
 
-from . import crash
-from .events import RevocationEvent, sanitize
+from . import faults
+from .event import RevocationEvent, sanitize
 from .interceptor import ReplayInterceptor, SideEffectPolicy
 from .plan import ReplayPlan
 
@@ -103,7 +103,7 @@ def run_replay(u: Any, agent: Any, plan: ReplayPlan, event: RevocationEvent,
     if saver is not None and hasattr(saver, "delete_thread"):
         saver.delete_thread(scratch)
     u.store.clone_prefix(session, scratch, plan.fork_seq)
-    crash.point("fork")
+    faults.point("fork")
     fork_state(agent, plan, scratch)
     store = recording_store(agent)
     overlay = None
@@ -132,7 +132,7 @@ def run_replay(u: Any, agent: Any, plan: ReplayPlan, event: RevocationEvent,
                     msgs.append(HumanMessage(content=i.text, id=i.message_id))
             if not msgs:
                 continue
-            crash.point(f"replay:turn:{turn}")
+            faults.point(f"replay:turn:{turn}")
             agent.invoke({"messages": msgs}, _thread_cfg(scratch, unsee_session=session))
     except BaseException:
         if store is not None:
@@ -142,7 +142,7 @@ def run_replay(u: Any, agent: Any, plan: ReplayPlan, event: RevocationEvent,
         raise
     finally:
         u.recorder.interceptors.remove(scratch)
-    crash.point("replay:done")
+    faults.point("replay:done")
     since = plan.checkpoint.created_ns if plan.checkpoint is not None else 0
     return ReplayOutcome(scratch, icpt, overlay, store, since)
 
@@ -159,7 +159,7 @@ def commit(u: Any, agent: Any, plan: ReplayPlan, outcome: ReplayOutcome, event: 
     u.store.begin_commit(event.event_id, session, outcome.scratch, outcome.since_ns,
                          payload=json.dumps({"overlay": _overlay_payload(outcome.overlay),
                                              "fork_seq": plan.fork_seq}))
-    crash.point("commit:begin")
+    faults.point("commit:begin")
     finish_commit(u, agent, session, event.event_id)
 
 
@@ -185,7 +185,7 @@ def finish_commit(u: Any, agent: Any, session: str, event_id: str) -> bool:
         update = {k: v for k, v in final.items() if k != "messages"}
         update["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *final.get("messages", [])]
         agent.update_state({**cfg, "metadata": {"unsee_commit": event_id}}, update)
-    crash.point("commit:state")
+    faults.point("commit:state")
     store = recording_store(agent)
     if store is not None:
         if data.get("overlay"):
@@ -195,10 +195,10 @@ def finish_commit(u: Any, agent: Any, session: str, event_id: str) -> bool:
         # The restored shadow becomes the session's sandbox (lost only if this process died).
         u.environments.end_replay(scratch, commit=True)
     u.store.replace_journal(session, scratch, int(data.get("fork_seq", 0)))
-    crash.point("commit:store")
+    faults.point("commit:store")
     u.recorder.forget_state(session)
     u.store.replace_session(session, scratch, event_id, since_ns)
-    crash.point("commit:records")
+    faults.point("commit:records")
     u.recorder.forget_state(session)
     u.recorder.forget_state(scratch)
     return True

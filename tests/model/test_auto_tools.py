@@ -10,7 +10,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
-from unsee.plugins.replay import LocalChatModel
+from unsee.plugins.model import LocalChatModel
 
 pytestmark = pytest.mark.model
 

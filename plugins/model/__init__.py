@@ -1,6 +1,6 @@
-"""Replay plugin: the local-model runtime (KV cache with ``crop(offset)``).
+"""Model plugin: the local-model runtime (KV cache with ``crop(offset)``).
 
-Public API (imported lazily so ``import unsee.plugins.replay`` stays cheap and
+Public API (imported lazily so ``import unsee.plugins.model`` stays cheap and
 never touches torch or CUDA):
 
 - :func:`load_runtime` (``.loader``) — ``"cpu" | "exllamav2" | "auto" | <folder>``

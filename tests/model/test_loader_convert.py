@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from unsee.plugins.replay import convert, load_runtime
-from unsee.plugins.replay.errors import (
+from unsee.plugins.model import convert, load_runtime
+from unsee.plugins.model.errors import (
     BackendUnavailableError,
     ConversionError,
     ModelNotFoundError,
@@ -47,7 +47,7 @@ def test_exllama_backend_module_imports_without_cuda():
     import importlib
     import sys
 
-    importlib.import_module("unsee.plugins.replay.exllama_backend")
+    importlib.import_module("unsee.plugins.model.exllama_backend")
     assert "exllamav2" not in sys.modules
 
 
@@ -102,7 +102,7 @@ def test_cache_dir_is_per_user_not_per_home(tmp_path, monkeypatch):
     monkeypatch.setattr(convert, "_convert", _complete)
     monkeypatch.setattr(convert, "find_gguf", lambda: gguf)
     # two homes, one copy: the home passed to load_runtime is not where the weights go
-    import unsee.plugins.replay.loader as loader
+    import unsee.plugins.model.loader as loader
 
     loaded = []
     monkeypatch.setattr(loader, "_construct", lambda backend, folder, **kw: loaded.append(folder))

@@ -26,7 +26,7 @@ def model_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def cpu_runtime(model_home: Path):
-    from unsee.plugins.replay import load_runtime
+    from unsee.plugins.model import load_runtime
 
     return load_runtime("cpu", cache_dir=model_home)
 
@@ -39,6 +39,6 @@ def runtime(cpu_runtime):
 
 @pytest.fixture()
 def chat_model(cpu_runtime):
-    from unsee.plugins.replay import LocalChatModel
+    from unsee.plugins.model import LocalChatModel
 
     return LocalChatModel(runtime=cpu_runtime, max_tokens=24)

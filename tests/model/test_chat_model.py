@@ -9,9 +9,9 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 
-from unsee.plugins.replay import LocalChatModel
-from unsee.plugins.replay.chat_model import tool_call_id
-from unsee.plugins.replay.sampling import seed_for
+from unsee.plugins.model import LocalChatModel
+from unsee.plugins.model.chat_model import tool_call_id
+from unsee.plugins.model.sampling import seed_for
 
 pytestmark = pytest.mark.model
 

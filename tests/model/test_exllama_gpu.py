@@ -13,8 +13,8 @@ import torch
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
 
-from unsee.plugins.replay.runtime import SamplingParams
-from unsee.plugins.replay.sampling import seed_for
+from unsee.plugins.model.runtime import SamplingParams
+from unsee.plugins.model.sampling import seed_for
 
 pytestmark = [
     pytest.mark.gpu,
@@ -26,7 +26,7 @@ N_NEW = 24
 
 @pytest.fixture(scope="module")
 def gpu_runtime(model_home):
-    from unsee.plugins.replay import load_runtime
+    from unsee.plugins.model import load_runtime
 
     return load_runtime("exllamav2", model_home)
 
@@ -99,7 +99,7 @@ def test_crop_is_constant_time_up_to_8k(gpu_runtime):
 
 
 def test_constrained_tool_calls(gpu_runtime):
-    from unsee.plugins.replay import LocalChatModel
+    from unsee.plugins.model import LocalChatModel
 
     @tool
     def add(a: int, b: int) -> int:

@@ -7,10 +7,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replay_fakes import FakeRuntime
-from unsee.plugins.replay.errors import CacheRangeError, ContextOverflowError
-from unsee.plugins.replay.runtime import SamplingParams
-from unsee.plugins.replay.sampling import make_generator, pick_token, seed_for
+from model_fakes import FakeRuntime
+from unsee.plugins.model.errors import CacheRangeError, ContextOverflowError
+from unsee.plugins.model.runtime import SamplingParams
+from unsee.plugins.model.sampling import make_generator, pick_token, seed_for
 
 
 def test_seed_is_stable_and_not_pythons_hash():

@@ -32,7 +32,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from unsee.middleware.hooks import _ai_message_of, text_of
 from unsee.middleware.tools import effect_of, not_executed
 
-from .events import sanitize
+from .event import sanitize
 from .plan import RecordedCall, RecordedTurn, ReplayPlan
 from .report import SideEffect
 

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from unsee.plugins.replay.runtime import SamplingParams
-from unsee.plugins.replay.sampling import seed_for
+from unsee.plugins.model.runtime import SamplingParams
+from unsee.plugins.model.sampling import seed_for
 
 pytestmark = pytest.mark.model
 
@@ -93,7 +93,7 @@ def test_counters_and_tokenizer(cpu_runtime):
 
 
 def test_chat_template_with_tools(cpu_runtime):
-    from unsee.plugins.replay.grammar import ToolSpec
+    from unsee.plugins.model.grammar import ToolSpec
 
     tool = ToolSpec("add", "Add", {"type": "object", "properties": {"a": {"type": "integer"}}}).as_openai()
     text = cpu_runtime.render_chat([{"role": "user", "content": "hi"}], tools=[tool])

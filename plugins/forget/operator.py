@@ -17,11 +17,11 @@ from typing import Any, get_args
 
 from unsee.middleware.errors import AmbiguousTarget, IncompleteSession, InvalidArgument
 
-from . import crash
-from .driver import abandon, commit, finish_commit, is_scratch_thread, run_replay, scratch_thread
-from .edits import apply_edit
-from .events import RevocationEvent
-from .forget_errors import AgentUnknown, UnknownStrategy
+from . import faults
+from .replay import abandon, commit, finish_commit, is_scratch_thread, run_replay, scratch_thread
+from .baselines import apply_edit
+from .event import RevocationEvent
+from .errors import AgentUnknown, UnknownStrategy
 from .interceptor import SideEffectPolicy
 from .plan import REPLAYING, ReplayPlan, describe, make_plan
 from .report import STRATEGIES, ForgetPlan, ForgetReport
@@ -136,7 +136,7 @@ class Forgetter:
                                        else "this event was already applied"])
         self.recover(session, agent)
         plan = self.plan(session, event, strategy)
-        crash.point("plan")
+        faults.point("plan")
         if dry_run:
             return describe(plan)
         t0 = time.perf_counter()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 
-from .forget_errors import InjectedCrash
+from .errors import InjectedCrash
 
 STEPS = (
     "plan", "fork", "replay:turn", "replay:done", "commit:begin", "commit:state", "commit:store",

@@ -5,16 +5,16 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from unsee.plugins.replay.chat_model import tool_call_id
-from unsee.plugins.replay.errors import GrammarError, ToolCallParseError
-from unsee.plugins.replay.grammar import (
+from unsee.plugins.model.chat_model import tool_call_id
+from unsee.plugins.model.errors import GrammarError, ToolCallParseError
+from unsee.plugins.model.grammar import (
     ToolSpec,
     build_grammar,
     normalize_tool_choice,
     parse_tool_calls,
     render_tool_call,
 )
-from unsee.plugins.replay.prompting import to_chat_messages
+from unsee.plugins.model.prompting import to_chat_messages
 
 TOOLS = [
     ToolSpec("lookup", "Look up a key", {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]}),
@@ -86,7 +86,7 @@ def test_messages_render_tools_and_calls():
 
 
 def test_cut_off_call_is_an_invalid_tool_call_not_text():
-    from unsee.plugins.replay.chat_model import LocalChatModel
+    from unsee.plugins.model.chat_model import LocalChatModel
 
     text = '<tool_call>\n{"name": "lookup", "arguments": {"key": "acc'
     msg = LocalChatModel._to_message(text, TOOLS, "s", 2, "length")
@@ -105,7 +105,7 @@ def test_auto_processor_knows_when_a_call_started():
     # a byte-level vocabulary: ids 0-255 are bytes, 256 ends the turn
     vocab = [bytes([i]).decode("latin-1") for i in range(256)] + ["</s>"]
     info = xgr.TokenizerInfo(vocab, vocab_size=len(vocab), stop_token_ids=[256])
-    from unsee.plugins.replay.grammar import GrammarProcessor
+    from unsee.plugins.model.grammar import GrammarProcessor
 
     compiler = xgr.GrammarCompiler(info)
     call_start = frozenset([ord("<")])
@@ -133,7 +133,7 @@ def test_jump_forward_uses_the_tokenizers_own_split():
     was not trained on, like a lone space before a string's opening quote)."""
     import xgrammar as xgr
 
-    from unsee.plugins.replay.grammar import GrammarProcessor
+    from unsee.plugins.model.grammar import GrammarProcessor
 
     merged = ' "'
     vocab = [bytes([i]).decode("latin-1") for i in range(256)] + [merged, "</s>"]
@@ -173,7 +173,7 @@ def test_a_loop_inside_a_string_argument_is_closed():
     import torch
     import xgrammar as xgr
 
-    from unsee.plugins.replay.grammar import GrammarProcessor
+    from unsee.plugins.model.grammar import GrammarProcessor
 
     vocab = [bytes([i]).decode("latin-1") for i in range(256)] + ["</s>"]
     eos = 256

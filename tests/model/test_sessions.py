@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from replay_fakes import FakeRuntime
-from unsee.plugins.replay.errors import CacheRangeError
-from unsee.plugins.replay.sessions import SessionPool
+from model_fakes import FakeRuntime
+from unsee.plugins.model.errors import CacheRangeError
+from unsee.plugins.model.sessions import SessionPool
 
 
 def _fill(pool: SessionPool, session: str, text: str) -> None:

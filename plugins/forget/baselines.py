@@ -14,8 +14,8 @@ from unsee.middleware.hooks import message_artifact
 from unsee.middleware.memory import parse_source_key
 from unsee.middleware.records import ArtifactType
 
-from .driver import _thread_cfg, _sanitize_value, recording_store
-from .events import sanitize
+from .replay import _thread_cfg, _sanitize_value, recording_store
+from .event import sanitize
 from .plan import ReplayPlan
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from unsee.plugins.replay.runtime import LocalRuntime
+from unsee.plugins.model.runtime import LocalRuntime
 
 VOCAB = 64
 EOS = 0
