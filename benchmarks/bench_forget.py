@@ -35,7 +35,7 @@ def _make(home: Path, which: str, tau_turn: int, turns: int, shared_model=None):
 
     from unsee import Unsee
     from unsee.demo import ToolRouting
-    from unsee.scripted import ScriptedChatModel, call_id
+    from unsee.plugins.eval import ScriptedChatModel, call_id
 
     u = Unsee(home=home)
 

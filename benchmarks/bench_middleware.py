@@ -32,7 +32,7 @@ def _agent_parts():
     from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
     from langchain_core.tools import tool
 
-    from unsee.scripted import ScriptedChatModel, call_id
+    from unsee.plugins.eval import ScriptedChatModel, call_id
 
     @tool
     def echo(text: str) -> str:

@@ -101,16 +101,15 @@ def bench_python(rows: list[tuple[str, str, str]]) -> None:
 
 
 def bench_ledger(rows: list[tuple[str, str, str]]) -> None:
-    from unsee.sandbox.ledger import Ledger, execution_mode
+    from unsee.sandbox.ledger import Ledger
 
     with tempfile.TemporaryDirectory() as d, Ledger(os.path.join(d, "ledger.sqlite")) as led:
         i = iter(range(10_000))
         fire_ms = _median_ms(lambda: led.run("s", "send", {"n": next(i)}, lambda: "ok"), 50)
         rows.append(("ledger external call (fired, fsync)", f"{fire_ms:.2f} ms", ""))
-        with execution_mode("replay"):
-            j = iter(range(10_000))
-            dedup_ms = _median_ms(lambda: led.run("s", "send", {"n": next(j)}, lambda: "ok"), 50)
-        rows.append(("ledger deduplicated call (replay)", f"{dedup_ms:.2f} ms", ""))
+        j = iter(range(10_000))  # the same calls again: answered from the ledger
+        dedup_ms = _median_ms(lambda: led.run("s", "send", {"n": next(j)}, lambda: "ok", occurrence=0), 50)
+        rows.append(("ledger deduplicated call", f"{dedup_ms:.2f} ms", ""))
 
 
 def main() -> None:

@@ -12,9 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 from .errors import InvalidArgument, TargetNotFound, UnknownArtifact
-from .records import OBSERVATION_TYPES, Artifact, ArtifactType, Checkpoint, Hit
+from .records import OBSERVATION_TYPES, Artifact, ArtifactType, Checkpoint, CheckpointKind, Hit
 
 ContentOf = Callable[[str], "str | None"]
+#: checkpoints at a turn boundary (where a forget may fork: the agent state is between turns)
+TURN_BOUNDARY: tuple[CheckpointKind, ...] = (CheckpointKind.SESSION_START, CheckpointKind.TURN)
 
 
 def _no_content(_: str) -> None:
@@ -177,10 +179,19 @@ class ProvenanceGraph:
         """A model turn is independent of z when its prompt manifest is disjoint from I(z)."""
         return model_turn_id not in closure and not (set(self.manifest(model_turn_id)) & closure)
 
-    def checkpoint_before(self, step: int) -> Checkpoint | None:
-        """The latest checkpoint at or before ``step`` (None if there is none)."""
+    def checkpoint_before(self, step: int, kinds: Iterable[CheckpointKind] | None = None) -> Checkpoint | None:
+        """The latest checkpoint at or before ``step``, of one of ``kinds`` if given (None if there is none)."""
+        wanted = None if kinds is None else frozenset(kinds)
         best = None
         for c in self.checkpoints:
-            if c.step <= step:
+            if c.step <= step and (wanted is None or c.kind in wanted):
                 best = c
         return best
+
+    def fork_checkpoint(self, tau: int) -> Checkpoint | None:
+        """Where a forget forks: the latest turn-boundary checkpoint at or before ``tau``.
+
+        Between it and tau there are only model turns and tool calls of the
+        same turn, re-materialised from the record (prefill only).
+        """
+        return self.checkpoint_before(tau, TURN_BOUNDARY)

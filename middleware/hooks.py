@@ -24,7 +24,7 @@ from .context import current_session
 from .discovery import find_agent
 from .hashing import short_id
 from .interception import acompose, compose
-from .recorder import ModelCallScope, Recorder, current_producer, current_scope, error_status, json_dumps
+from .recorder import ModelCallScope, Recorder, current_producer, current_scope, error_status, record_json
 from .records import ArtifactType, CheckpointKind
 from .session_state import MESSAGE_TYPES, SessionState
 from .tools import effect_of, was_executed
@@ -348,9 +348,11 @@ class UnseeMiddleware(AgentMiddleware):
                 calls = list(ai.tool_calls or [])
                 invalid = list(ai.invalid_tool_calls or [])
                 body = text_of(ai)
-                record = body + ("\n" + json_dumps([{"name": c["name"], "args": c["args"]} for c in calls]) if calls else "")
+                record = body
+                if calls:
+                    record += "\n" + record_json([{"name": c["name"], "args": c["args"]} for c in calls])
                 if invalid:  # what the model wrote is in the turn, even when it is not a valid call
-                    record += "\n" + json_dumps([{"name": c.get("name"), "args": c.get("args")} for c in invalid])
+                    record += "\n" + record_json([{"name": c.get("name"), "args": c.get("args")} for c in invalid])
                 attrs = {"message_id": ai.id, "tool_calls": len(calls)}
                 if invalid:
                     attrs["invalid_tool_calls"] = len(invalid)
@@ -375,7 +377,7 @@ class UnseeMiddleware(AgentMiddleware):
                     ret_step = st.next_step()
                     st.return_steps[cid] = ret_step
                     tc = rec.artifact(
-                        st, ArtifactType.TOOL_CALL, cid, json_dumps({"name": c["name"], "args": c["args"]}),
+                        st, ArtifactType.TOOL_CALL, cid, record_json({"name": c["name"], "args": c["args"]}),
                         parents=(mt_id,), committed=False, count_tokens=False,
                         attrs={"tool": c["name"], "call_id": c.get("id"), "return_step": ret_step,
                                "effect": effect_of(tools_by_name.get(c["name"]))},

@@ -80,8 +80,6 @@ class Recorder:
         self._states_lock = threading.Lock()
         self._span_content: dict[str, str] = {}
         self.interceptors = InterceptorRegistry()
-        #: the facade object that owns this recorder (set by ``Unsee``)
-        self.owner: Any = None
         #: session id -> the compiled agent that ran it (learned on first run)
         self.agents: dict[str, Any] = {}
         self.last_agent: Any = None
@@ -304,7 +302,13 @@ class Recorder:
         return aid
 
 
-def json_dumps(value: Any) -> str:
+def record_json(value: Any) -> str:
+    """The JSON text of a recorded artifact's body (a tool call, a model turn's calls).
+
+    Readable and stable (sorted keys, non-ASCII kept, ``str`` for what JSON
+    cannot hold): it is the text the content vault stores and hashes, not an
+    identity. Argument identity is :func:`unsee.sandbox.ledger.canonical_json`.
+    """
     return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
 
 

@@ -1,76 +1,34 @@
-"""Declare a tool's effect and route its execution through the call ledger.
+"""What the recording core reads off a tool and writes on a tool message.
 
-Every tool an unsee agent uses declares what it does to the world:
+A tool declares its effect in ``tool.metadata["unsee.effect"]``
+(:data:`EFFECT_KEY`); the recording middleware reads it back with
+:func:`effect_of` and records it as an opaque string (``read``, ``write``,
+``external``: the set and its meaning belong to the sandbox's call ledger,
+and the tools that declare it are made by :mod:`unsee.plugins.tools`).
 
-``read``      observes only (re-executed or served from the record on replay)
-``write``     changes the sandbox (restorable; shadow-executed on replay)
-``external``  reaches outside (mail, payments, HTTP): goes through the
-              ledger's outbox, so it never fires twice and never fires
-              during replay/shadow execution
-
-The declaration lives in ``tool.metadata["unsee.effect"]`` (the recording
-middleware reads exactly that key; :func:`effect_of` reads it back).
-
-    from unsee.middleware.tools import unsee_tool, sandbox_command_tool
-
-    @unsee_tool(effect="external", ledger=ledger)
-    def send_email(to: str, body: str) -> str:
-        '''Send an e-mail.'''
-        ...
-
-    grep = sandbox_command_tool("grep", "Search files", "grep -rn {pattern} .",
-                                env=env, effect="read")
-
-Ledger routing: with a ``ledger`` every call goes through
-:meth:`unsee.sandbox.ledger.Ledger.run` under the session id of the current
-LangGraph run (``configurable.thread_id``; ``"default"`` outside a graph).
-What the tool returns per outcome: the value when fired/executed; the
-recorded (JSON-decoded) value when deduplicated; a
-:class:`~unsee.sandbox.ledger.Deferred` (whose ``str`` says the call was not
-fired) when deferred in replay/shadow mode; an in-doubt or failed record
-raises :class:`~unsee.sandbox.errors.CallInDoubt` /
-:class:`~unsee.sandbox.errors.CallFailed` (fail closed: the agent must not
-assume a side effect did or did not happen).
+A tool call that was answered without running its tool (blocked by IFC,
+deferred during a replay) is marked with :func:`not_executed`; the recorder
+writes ``executed: false`` for it (:func:`was_executed`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import inspect
-import shlex
-import string
-from typing import Any, Callable, Literal, Union, get_args
+from typing import Any
 
 from langchain_core.messages import ToolMessage
-from langchain_core.tools import BaseTool, StructuredTool
-from langchain_core.tools.base import create_schema_from_function
-from pydantic import BaseModel, create_model
-from unsee.sandbox.base import Environment, ExecResult
-from unsee.sandbox.ledger import Ledger
 
-from .context import logical_session
+__all__ = ["EFFECT_KEY", "NOT_EXECUTED_KEY", "effect_of", "not_executed", "was_executed"]
 
-__all__ = [
-    "Effect",
-    "EFFECT_KEY",
-    "EFFECTS",
-    "effect_of",
-    "declare_effect",
-    "unsee_tool",
-    "sandbox_command_tool",
-    "current_session_id",
-]
-
-Effect = Literal["read", "write", "external"]
-EFFECTS: tuple[str, ...] = get_args(Effect)
 EFFECT_KEY = "unsee.effect"
 #: mark on a ToolMessage that answers a call whose tool never ran (blocked, deferred)
 NOT_EXECUTED_KEY = "unsee_not_executed"
-#: parameter names the wrapper injects (excluded from the model-facing schema)
-_INJECTED = ("env",)
 
-EnvSource = Union[Environment, Callable[[], Environment]]
+
+def effect_of(tool: Any) -> str | None:
+    """The declared effect of a tool (``None`` when undeclared)."""
+    meta = getattr(tool, "metadata", None) or {}
+    value = meta.get(EFFECT_KEY)
+    return value if isinstance(value, str) and value else None
 
 
 def not_executed(content: str, tool_call_id: str | None, name: str | None, by: str) -> ToolMessage:
@@ -86,188 +44,3 @@ def not_executed(content: str, tool_call_id: str | None, name: str | None, by: s
 def was_executed(message: Any) -> bool:
     """False for a message made by :func:`not_executed`."""
     return not (getattr(message, "additional_kwargs", None) or {}).get(NOT_EXECUTED_KEY)
-
-
-def _check_effect(effect: str) -> None:
-    if effect not in EFFECTS:
-        raise ValueError(f"effect must be one of {EFFECTS}, not {effect!r}")
-
-
-def effect_of(tool: Any) -> Effect | None:
-    """The declared effect of a tool (``None`` when undeclared or unknown)."""
-    meta = getattr(tool, "metadata", None) or {}
-    value = meta.get(EFFECT_KEY)
-    return value if value in EFFECTS else None  # type: ignore[return-value]
-
-
-def current_session_id() -> str:
-    """The session of the run we are in (a replay's logical session), else ``"default"``."""
-    return logical_session()
-
-
-def _route(
-    ledger: Ledger | None, tool_name: str, effect: str, args: dict[str, Any], call: Callable[[], Any],
-    session: str | None,
-) -> Any:
-    if ledger is None:
-        return call()
-    outcome = ledger.run(session or current_session_id(), tool_name, args, call, effect=effect)  # type: ignore[arg-type]
-    return outcome.unwrap()
-
-
-def declare_effect(
-    tool: BaseTool, effect: Effect, *, ledger: Ledger | None = None, session: str | None = None
-) -> BaseTool:
-    """Declare the effect of an existing LangChain tool.
-
-    Without a ledger the tool itself is updated (its metadata gains
-    ``unsee.effect``) and returned. With a ledger a new tool with the same
-    name, description and argument schema is returned whose calls go through
-    the ledger (external effects: the outbox).
-    """
-    _check_effect(effect)
-    if ledger is None:
-        tool.metadata = {**(tool.metadata or {}), EFFECT_KEY: effect}
-        return tool
-    inner = tool
-
-    def run(**kwargs: Any) -> Any:
-        return _route(ledger, inner.name, effect, kwargs, lambda: inner.invoke(kwargs), session)
-
-    async def arun(**kwargs: Any) -> Any:
-        loop = asyncio.get_running_loop()
-
-        def call() -> Any:
-            return asyncio.run_coroutine_threadsafe(inner.ainvoke(kwargs), loop).result()
-
-        return await asyncio.to_thread(_route, ledger, inner.name, effect, kwargs, call, session)
-
-    return StructuredTool.from_function(
-        func=run,
-        coroutine=arun,
-        name=inner.name,
-        description=inner.description,
-        args_schema=inner.args_schema if isinstance(inner.args_schema, type) else None,
-        infer_schema=not isinstance(inner.args_schema, type),
-        return_direct=inner.return_direct,
-        metadata={**(inner.metadata or {}), EFFECT_KEY: effect},
-        tags=list(inner.tags or []),
-    )
-
-
-def unsee_tool(
-    func: Callable[..., Any] | None = None,
-    *,
-    effect: Effect,
-    ledger: Ledger | None = None,
-    env: EnvSource | None = None,
-    name: str | None = None,
-    description: str | None = None,
-    session: str | None = None,
-    return_direct: bool = False,
-) -> Any:
-    """Turn a function into a LangChain tool that declares ``effect``.
-
-    Usable as ``@unsee_tool(effect="read")`` or ``unsee_tool(fn, effect=...)``.
-    When ``env`` is given (an Environment or a zero-argument callable that
-    returns one, e.g. to point replay at a shadow), a parameter named ``env``
-    receives it and is hidden from the model. ``session`` overrides the
-    LangGraph thread id. Coroutine functions are supported.
-    """
-    _check_effect(effect)
-
-    def wrap(fn: Callable[[], Any]) -> BaseTool:
-        tool_name = name or fn.__name__
-        params = inspect.signature(fn).parameters
-        wants_env = "env" in params
-        if wants_env and env is None:
-            raise TypeError(f"{tool_name}: the function takes `env` but no env= was given")
-        schema = create_schema_from_function(tool_name, fn, filter_args=list(_INJECTED))
-        desc = description or inspect.getdoc(fn) or tool_name
-
-        def bind(kwargs: dict[str, Any]) -> dict[str, Any]:
-            if wants_env:
-                return {**kwargs, "env": env() if callable(env) and not isinstance(env, Environment) else env}
-            return kwargs
-
-        if inspect.iscoroutinefunction(fn):
-
-            async def acall(**kwargs: Any) -> Any:
-                loop = asyncio.get_running_loop()
-
-                def call() -> Any:
-                    return asyncio.run_coroutine_threadsafe(fn(**bind(kwargs)), loop).result()
-
-                if ledger is None:
-                    return await fn(**bind(kwargs))
-                return await asyncio.to_thread(_route, ledger, tool_name, effect, kwargs, call, session)
-
-            functools.update_wrapper(acall, fn)
-            return StructuredTool.from_function(
-                coroutine=acall, name=tool_name, description=desc, args_schema=schema,
-                infer_schema=False, return_direct=return_direct, metadata={EFFECT_KEY: effect},
-            )
-
-        def call_sync(**kwargs: Any) -> Any:
-            return _route(ledger, tool_name, effect, kwargs, lambda: fn(**bind(kwargs)), session)
-
-        functools.update_wrapper(call_sync, fn)
-        return StructuredTool.from_function(
-            func=call_sync, name=tool_name, description=desc, args_schema=schema,
-            infer_schema=False, return_direct=return_direct, metadata={EFFECT_KEY: effect},
-        )
-
-    return wrap(func) if func is not None else wrap
-
-
-def sandbox_command_tool(
-    name: str,
-    description: str,
-    template: str,
-    env: EnvSource,
-    effect: Effect = "write",
-    *,
-    ledger: Ledger | None = None,
-    timeout: float | None = 60.0,
-    session: str | None = None,
-) -> BaseTool:
-    """A tool that runs a shell command in a sandbox environment.
-
-    ``template`` is a ``str.format`` string; each ``{field}`` becomes a string
-    argument of the tool and is shell-quoted when substituted
-    (``"grep -rn {pattern} {path}"``). The tool returns stdout, followed by
-    stderr and ``[exit N]`` when the command fails.
-    """
-    _check_effect(effect)
-    fields = [f for _, f, _, _ in string.Formatter().parse(template) if f]
-    for f in fields:
-        if not f.isidentifier():
-            raise ValueError(f"template field {f!r} must be a plain name")
-    unique = list(dict.fromkeys(fields))
-    schema: type[BaseModel] = create_model(  # type: ignore[call-overload]
-        f"{name}_args", **{f: (str, ...) for f in unique}
-    )
-    schema.__doc__ = description
-
-    def resolve_env() -> Environment:
-        return env() if callable(env) and not isinstance(env, Environment) else env  # type: ignore[return-value]
-
-    def execute(kwargs: dict[str, Any]) -> str:
-        cmd = template.format(**{k: shlex.quote(str(v)) for k, v in kwargs.items()})
-        return _render(resolve_env().exec(cmd, timeout=timeout))
-
-    def run(**kwargs: Any) -> str:
-        return _route(ledger, name, effect, kwargs, lambda: execute(kwargs), session)
-
-    return StructuredTool.from_function(
-        func=run, name=name, description=description, args_schema=schema, infer_schema=False,
-        metadata={EFFECT_KEY: effect, "unsee.command_template": template},
-    )
-
-
-def _render(res: ExecResult) -> str:
-    out = res.stdout.decode("utf-8", "replace")
-    if res.exit_code == 0:
-        return out
-    err = res.stderr.decode("utf-8", "replace")
-    return f"{out}{err}[exit {res.exit_code}]"

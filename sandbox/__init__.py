@@ -45,6 +45,7 @@ from .errors import (
     SandboxUnavailable,
     SnapshotNotFound,
 )
+from .ledger import EFFECTS, Effect, Ledger
 from .registry import (
     available_backends,
     backend_names,
@@ -63,6 +64,9 @@ __all__ = [
     "Environment",
     "ExecResult",
     "SnapshotId",
+    "EFFECTS",
+    "Effect",
+    "Ledger",
     "BackendError",
     "BackendNotFound",
     "CallFailed",

@@ -6,32 +6,31 @@ knows nor cares what an agent is.
 Call ids
     ``call_id(session, tool, args, occurrence)`` is a hash of the session, the
     tool name, the canonical JSON of the arguments (sorted keys, no spaces)
-    and the occurrence index: the number of identical earlier calls in the
-    same *pass*. A pass starts with every :func:`execution_mode` block (and,
-    outside any block, with the Ledger object), so re-running the same
-    sequence of calls (a replay, or a retry after a crash in a new process)
-    produces the same ids. A replay that starts mid-session can pass
-    ``occurrence=`` explicitly or seed the pass (``Pass.seed``).
-
-Modes (a contextvar; ``with execution_mode("replay"): ...``)
-    ``live`` (default) · ``replay`` · ``shadow``.
+    and the occurrence index: the number of identical earlier calls seen by
+    this Ledger object (or ``occurrence=`` given explicitly). Re-running the
+    same sequence of calls with a new Ledger (a retry after a crash, in a new
+    process) produces the same ids, so what already fired is not fired again.
 
 Effects
-    ``read`` and ``write`` calls act on the (restorable) sandbox: they run in
-    every mode; live runs are recorded (``done``/``failed``), replay/shadow runs
-    are not (the record keeps what the real world saw).
+    ``read`` and ``write`` calls act on the (restorable) sandbox: they always
+    run and are recorded (``done``/``failed``).
     ``external`` calls go through the outbox:
 
-    ============  ============================  =================================
-    record        live                          replay / shadow
-    ============  ============================  =================================
-    none          fire, record result           NOT fired: ``deferred`` (recorded)
-    done          answered from the ledger      answered from the ledger
-    pending       fire (it never started)       ``deferred``
-    deferred      fire                          ``deferred``
-    fired         ``in_doubt``: NOT fired       ``in_doubt``: NOT fired
-    failed        ``failed``: NOT fired again   ``failed``
-    ============  ============================  =================================
+    ============  ==========================================
+    record        what ``run`` does
+    ============  ==========================================
+    none          fire, record the result (``fired``)
+    done          answered from the ledger (``replayed``)
+    pending       fire (it provably never started)
+    released      fire (an operator allowed a new attempt)
+    fired         ``in_doubt``: NOT fired
+    failed        ``failed``: NOT fired again
+    ============  ==========================================
+
+    The ledger has no replay mode: a forget's replay de-duplicates external
+    calls itself (its replay interceptor answers a call that already fired
+    from the recorded session, and defers a new one unless told to execute
+    it, which then comes here as a live call).
 
 Crash safety (the documented choice)
     Before firing, the ledger commits ``pending`` (intent), then atomically
@@ -58,7 +57,6 @@ in one process wait for the one in flight instead of reporting it in doubt.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import hashlib
 import json
 import sqlite3
@@ -67,46 +65,36 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Literal, Mapping
+from typing import Any, Callable, Iterator, Literal
 
 from pydantic_core import to_jsonable_python
 
 from .errors import ArgumentsNotCanonical, CallFailed, CallInDoubt, LedgerError
 
 __all__ = [
-    "Mode",
     "Effect",
     "Status",
     "Disposition",
     "EFFECTS",
-    "MODES",
-    "current_mode",
-    "execution_mode",
-    "Pass",
     "canonical_json",
     "make_call_id",
     "CallRecord",
-    "Deferred",
     "Outcome",
     "Ledger",
 ]
 
-Mode = Literal["live", "replay", "shadow"]
+#: what a tool does to the world (the one definition; the recording core keeps it as an opaque string)
 Effect = Literal["read", "write", "external"]
-Status = Literal["pending", "fired", "done", "failed", "deferred", "released"]
-Disposition = Literal["fired", "executed", "replayed", "deferred", "in_doubt", "failed"]
-MODES: tuple[Mode, ...] = ("live", "replay", "shadow")
+Status = Literal["pending", "fired", "done", "failed", "released"]
+Disposition = Literal["fired", "executed", "replayed", "in_doubt", "failed"]
 EFFECTS: tuple[Effect, ...] = ("read", "write", "external")
 
 
-# -- modes and passes ---------------------------------------------------------
+class _Occurrences:
+    """How many identical calls (session, tool, arguments) came before (thread-safe)."""
 
-
-class Pass:
-    """Occurrence counters for one pass over a session's calls (thread-safe)."""
-
-    def __init__(self, seed: Mapping[tuple[str, str, str], int] | None = None):
-        self._counts: Counter[tuple[str, str, str]] = Counter(seed or {})
+    def __init__(self) -> None:
+        self._counts: Counter[tuple[str, str, str]] = Counter()
         self._lock = threading.Lock()
 
     def next(self, session: str, tool: str, args_json: str) -> int:
@@ -116,39 +104,16 @@ class Pass:
             self._counts[key] = n + 1
             return n
 
-    def seed(self, session: str, tool: str, args: Any, count: int) -> None:
-        """Declare that ``count`` identical calls happened before this pass began."""
-        with self._lock:
-            self._counts[(session, tool, canonical_json(args))] = count
-
-
-_mode: contextvars.ContextVar[Mode] = contextvars.ContextVar("unsee_execution_mode", default="live")
-_pass: contextvars.ContextVar[Pass | None] = contextvars.ContextVar("unsee_call_pass", default=None)
-
-
-def current_mode() -> Mode:
-    return _mode.get()
-
-
-@contextlib.contextmanager
-def execution_mode(mode: Mode, *, occurrences: Pass | None = None) -> Iterator[Pass]:
-    """Run the block in ``mode`` with a fresh (or the given) occurrence pass."""
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
-    p = occurrences or Pass()
-    t1, t2 = _mode.set(mode), _pass.set(p)
-    try:
-        yield p
-    finally:
-        _pass.reset(t2)
-        _mode.reset(t1)
-
 
 # -- ids --------------------------------------------------------------------
 
 
 def canonical_json(value: Any) -> str:
-    """Sorted keys, no whitespace, UTF-8; pydantic models/dataclasses as JSON."""
+    """The canonical JSON of a call's arguments: the one text for argument identity.
+
+    Sorted keys, no whitespace, UTF-8; pydantic models/dataclasses as JSON.
+    Equal arguments give equal text, whatever their key order.
+    """
     try:
         plain = to_jsonable_python(value)
         return json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
@@ -180,7 +145,6 @@ class CallRecord:
     status: Status
     result_json: str | None
     error: str | None
-    mode: Mode
     attempts: int
     created_at: float
     updated_at: float
@@ -195,19 +159,6 @@ class CallRecord:
 
 
 @dataclass(frozen=True)
-class Deferred:
-    """An external call that replay/shadow wanted but did not fire."""
-
-    call_id: str
-    tool: str
-    args: Any
-    mode: Mode
-
-    def __str__(self) -> str:
-        return f"[deferred: external call {self.tool} ({self.call_id}) was not fired in {self.mode} mode]"
-
-
-@dataclass(frozen=True)
 class Outcome:
     """What ``Ledger.run`` did with a call."""
 
@@ -217,7 +168,7 @@ class Outcome:
     record: CallRecord | None = field(default=None, compare=False)
 
     def unwrap(self) -> Any:
-        """The value (a :class:`Deferred` when deferred); raises for in-doubt/failed."""
+        """The value; raises :class:`CallInDoubt` / :class:`CallFailed` for in-doubt/failed."""
         if self.disposition == "in_doubt":
             raise CallInDoubt(self.call_id, self.record.tool if self.record else "?")
         if self.disposition == "failed":
@@ -239,14 +190,16 @@ CREATE TABLE IF NOT EXISTS calls (
     status      TEXT NOT NULL,
     result_json TEXT,
     error       TEXT,
-    mode        TEXT NOT NULL,
+    mode        TEXT NOT NULL,  -- always 'live' (kept for ledger files written by earlier versions)
     attempts    INTEGER NOT NULL DEFAULT 0,
     created_at  REAL NOT NULL,
     updated_at  REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS calls_session ON calls(session, status);
 """
-_COLS = "call_id, session, tool, args_json, occurrence, effect, status, result_json, error, mode, attempts, created_at, updated_at"
+_COLS = "call_id, session, tool, args_json, occurrence, effect, status, result_json, error, attempts, created_at, updated_at"
+#: the columns an insert writes (``mode`` is constant)
+_INSERT = f"INSERT INTO calls ({_COLS}, mode) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,'live')"
 
 
 class Ledger:
@@ -258,7 +211,7 @@ class Ledger:
         self._local = threading.local()
         self._conns: list[sqlite3.Connection] = []
         self._conns_lock = threading.Lock()
-        self._pass = Pass()
+        self._occurrences = _Occurrences()
         self._inflight: dict[str, threading.Event] = {}
         self._inflight_lock = threading.Lock()
         self._closed = False
@@ -310,9 +263,9 @@ class Ledger:
 
     # -- ids ------------------------------------------------------------------
     def next_call_id(self, session: str, tool: str, args: Any) -> tuple[str, int]:
-        """Take the next occurrence index for this call in the current pass."""
+        """Take the next occurrence index for this call."""
         args_json = canonical_json(args)
-        occ = (_pass.get() or self._pass).next(session, tool, args_json)
+        occ = self._occurrences.next(session, tool, args_json)
         return _hash_id(session, tool, args_json, occ), occ
 
     # -- the main entry point ---------------------------------------------------
@@ -326,7 +279,7 @@ class Ledger:
         effect: Effect = "external",
         occurrence: int | None = None,
     ) -> Outcome:
-        """Execute (or not) one call according to its effect and the current mode.
+        """Execute (or not) one call according to its effect and its record.
 
         ``fn`` takes no arguments (close over the call's arguments). Returns an
         :class:`Outcome`; when ``fn`` itself raises, the error is recorded and
@@ -336,11 +289,10 @@ class Ledger:
             raise ValueError(f"effect must be one of {EFFECTS}, not {effect!r}")
         args_json = canonical_json(args)
         if occurrence is None:
-            occurrence = (_pass.get() or self._pass).next(session, tool, args_json)
+            occurrence = self._occurrences.next(session, tool, args_json)
         cid = _hash_id(session, tool, args_json, occurrence)
-        mode = current_mode()
         base = dict(call_id=cid, session=session, tool=tool, args_json=args_json,
-                    occurrence=occurrence, effect=effect, mode=mode)
+                    occurrence=occurrence, effect=effect)
         if effect != "external":
             return self._run_local(base, fn)
         while True:
@@ -355,8 +307,6 @@ class Ledger:
             return Outcome(cid, "replayed", record.result, record)
         if decision in ("in_doubt", "failed"):
             return Outcome(cid, decision, None, record)
-        if decision == "deferred":
-            return Outcome(cid, "deferred", Deferred(cid, tool, json.loads(args_json), mode), record)
         # decision == "fire": we hold the claim (status fired, committed)
         try:
             value = fn()
@@ -382,19 +332,16 @@ class Ledger:
             ev.set()
 
     def _decide(self, base: dict[str, Any]) -> tuple[str, CallRecord | None]:
-        cid, mode = base["call_id"], base["mode"]
+        cid = base["call_id"]
         now = time.time()
         with self._tx() as conn:
             rec = self._get(conn, cid)
             if rec is None:
-                status = "pending" if mode == "live" else "deferred"
                 conn.execute(
-                    f"INSERT INTO calls ({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    _INSERT,
                     (cid, base["session"], base["tool"], base["args_json"], base["occurrence"],
-                     "external", status, None, None, mode, 0, now, now),
+                     "external", "pending", None, None, 0, now, now),
                 )
-                if mode != "live":
-                    return "deferred", self._get(conn, cid)
         # (the pending row is committed: intent is durable before anything fires)
         if rec is not None:
             if rec.status == "done":
@@ -406,19 +353,17 @@ class Ledger:
                     if cid in self._inflight:
                         return "wait", rec
                 return "in_doubt", rec
-            if mode != "live":
-                return "deferred", rec
         return self._claim(cid)
 
     def _claim(self, cid: str) -> tuple[str, CallRecord | None]:
-        """Atomically move pending/deferred/released -> fired (committed before firing)."""
+        """Atomically move pending/released -> fired (committed before firing)."""
         with self._inflight_lock:
             if cid in self._inflight:
                 return "wait", None
             with self._tx() as conn:
                 cur = conn.execute(
-                    "UPDATE calls SET status='fired', mode='live', attempts=attempts+1, updated_at=? "
-                    "WHERE call_id=? AND status IN ('pending','deferred','released')",
+                    "UPDATE calls SET status='fired', attempts=attempts+1, updated_at=? "
+                    "WHERE call_id=? AND status IN ('pending','released')",
                     (time.time(), cid),
                 )
                 claimed = cur.rowcount == 1
@@ -439,26 +384,24 @@ class Ledger:
         return rec
 
     def _run_local(self, base: dict[str, Any], fn: Callable[[], Any]) -> Outcome:
-        """read/write effects: always execute; record live executions."""
-        live = base["mode"] == "live"
+        """read/write effects: always execute, and record the execution."""
         try:
             value = fn()
         except Exception as exc:
-            if live:
-                self._upsert(base, "failed", None, f"{type(exc).__name__}: {exc}")
+            self._upsert(base, "failed", None, f"{type(exc).__name__}: {exc}")
             raise
-        rec = self._upsert(base, "done", _to_json(value), None) if live else None
+        rec = self._upsert(base, "done", _to_json(value), None)
         return Outcome(base["call_id"], "executed", value, rec)
 
     def _upsert(self, base: dict[str, Any], status: Status, result_json: str | None, error: str | None) -> CallRecord:
         now = time.time()
         with self._tx() as conn:
             conn.execute(
-                f"INSERT INTO calls ({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) "
+                f"{_INSERT} "
                 "ON CONFLICT(call_id) DO UPDATE SET status=excluded.status, result_json=excluded.result_json, "
                 "error=excluded.error, attempts=calls.attempts+1, updated_at=excluded.updated_at",
                 (base["call_id"], base["session"], base["tool"], base["args_json"], base["occurrence"],
-                 base["effect"], status, result_json, error, base["mode"], 1, now, now),
+                 base["effect"], status, result_json, error, 1, now, now),
             )
             rec = self._get(conn, base["call_id"])
         assert rec is not None

@@ -66,3 +66,47 @@ def pytest_terminal_summary(terminalreporter):
     n = _docker_state.get("skipped")
     if n:
         terminalreporter.write_line(f"docker: {n} tests skipped: {_docker_state['reason']}", yellow=True)
+
+
+# -- a real OTLP/gRPC receiver (the exporter's own protocol, decoded with its protobufs) -------------
+class GrpcReceiver:
+    """``TraceService/Export`` on 127.0.0.1:``port``; ``spans`` counts what arrived."""
+
+    def __init__(self, port: int = 0):
+        from concurrent import futures
+
+        import grpc
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+        self.spans = 0
+        outer = self
+
+        class Svc(trace_service_pb2_grpc.TraceServiceServicer):
+            def Export(self, request, context):
+                outer.spans += sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+                return trace_service_pb2.ExportTraceServiceResponse()
+
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Svc(), self.server)
+        self.port = self.server.add_insecure_port(f"127.0.0.1:{port}")
+        if self.port == 0:
+            pytest.fail(f"cannot listen for OTLP/gRPC on 127.0.0.1:{port}")
+        self.server.start()
+
+    def stop(self) -> None:
+        self.server.stop(0)
+
+
+@pytest.fixture
+def grpc_receiver():
+    """Start receivers with ``grpc_receiver(port=0)``; all are stopped after the test."""
+    started = []
+
+    def start(port: int = 0) -> GrpcReceiver:
+        r = GrpcReceiver(port)
+        started.append(r)
+        return r
+
+    yield start
+    for r in started:
+        r.stop()

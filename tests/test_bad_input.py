@@ -23,7 +23,7 @@ import pytest
 from rich.console import Console
 
 from unsee import RevocationEvent, Unsee
-from unsee.cli import main
+from cli_helpers import assert_one_line_error, run
 from unsee.demo import SECRET, run_demo
 from unsee.middleware.errors import HomeNotADirectory, InvalidArgument, StoreDamaged, UnseeError
 from unsee.middleware.store_files import STORE_VERSION
@@ -53,17 +53,8 @@ def _no_env_home(monkeypatch):
     monkeypatch.delenv("UNSEE_HOME", raising=False)
 
 
-def run(capsys, *argv) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
-def one_line_error(err: str) -> str:
-    assert err.startswith("error: "), err
-    assert "Traceback" not in err
-    assert len(err.strip().splitlines()) == 1, f"error spans several lines: {err!r}"
-    return err
 
 
 def files_of(home: Path) -> dict[str, bytes]:
@@ -104,7 +95,7 @@ def test_damaged_provenance_store_is_an_error_in_the_cli_and_nothing_changes(hom
                  ["forget", "demo", "--target", SECRET, "--dry-run"]):
         code, out, err = run(capsys, "--home", home, *argv)
         assert code == 1, (argv, out, err)
-        one_line_error(err)
+        assert_one_line_error(err)
         assert str(store) in err and "damaged" in err, err
         assert "DatabaseError" not in err
         assert out == ""
@@ -130,7 +121,7 @@ def test_damaged_vault_is_an_error_naming_it(home, capsys, how):
     before = files_of(home)
     code, _, err = run(capsys, "--home", home, "sessions")
     assert code == 1
-    assert str(vault) in one_line_error(err)
+    assert str(vault) in assert_one_line_error(err)
     assert files_of(home) == before
 
 
@@ -157,7 +148,7 @@ def test_home_that_is_a_file_is_an_error_naming_it(tmp_path, capsys, below):
     for argv in (["sessions"], ["demo", "--model", "scripted", "--no-forget"], ["graph", "x"]):
         code, out, err = run(capsys, "--home", home, *argv)
         assert code == 1, (argv, err)
-        one_line_error(err)
+        assert_one_line_error(err)
         assert str(blocker) in err and "not a directory" in err and "FileExistsError" not in err
     with pytest.raises(HomeNotADirectory) as e:
         Unsee(home=home)
@@ -283,7 +274,7 @@ def test_cli_bad_arguments_are_usage_errors(home, capsys, argv, words):
     before = files_of(home)
     code, out, err = run(capsys, "--home", home, *argv)
     assert code == 2, err
-    one_line_error(err)
+    assert_one_line_error(err)
     assert words in err, err
     assert out == ""
     assert files_of(home) == before
@@ -296,7 +287,7 @@ def test_ambiguous_target_says_source_flag_at_the_cli(home, capsys):
     for argv in (["forget", "demo", "--target", "5521", "--dry-run"], ["forget", "demo", "--target", "5521"]):
         code, _, err = run(capsys, "--home", home, *argv)
         assert code == 2, err
-        one_line_error(err)
+        assert_one_line_error(err)
         assert "pass --source one of:" in err and "source=" not in err
         assert "user" in err and "tool:lookup_ticket" in err
     code, out, err = run(capsys, "--home", home, "forget", "demo", "--target", "5521", "--source", "user",

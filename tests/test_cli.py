@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from unsee.cli import main
+from cli_helpers import assert_one_line_error, run
 from unsee.core import DEFAULT_HOME, resolve_home
 from unsee.demo import SECRET, run_demo
 
@@ -32,16 +32,8 @@ def demo(tmp_path_factory):
     return {"home": home, "jaeger": jaeger, "result": result, "session": result["session"]}
 
 
-def run(capsys, *argv) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
-def assert_one_line_error(err: str) -> None:
-    assert err.startswith("error: "), err
-    assert "Traceback" not in err
-    assert len(err.strip().splitlines()) == 1, f"error spans several lines: {err!r}"
 
 
 # -- demo ----------------------------------------------------------------------------

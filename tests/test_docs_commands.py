@@ -19,7 +19,6 @@ import sys
 import threading
 import time
 import urllib.request
-from concurrent import futures
 from pathlib import Path
 
 import pytest
@@ -63,7 +62,7 @@ NOT_RUN = {
     "make demo": "the demo on the local model: `unsee demo --model local` (test_demo_on_the_local_model)",
     "make test": "this test suite itself",
 }
-COMMAND = re.compile(r"^(unsee|python -m unsee|make|bash scripts)\b")
+COMMAND = re.compile(r"^(unsee|python -m unsee\S*|make|bash scripts\S*)( |$)")
 
 
 def documented_commands() -> dict[str, str]:
@@ -144,25 +143,6 @@ class _HttpReceiver(http.server.ThreadingHTTPServer):
         super().__init__(("127.0.0.1", port), H)
 
 
-def _grpc_receiver(port: int):
-    import grpc
-    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
-
-    got = {"spans": 0}
-
-    class Svc(trace_service_pb2_grpc.TraceServiceServicer):
-        def Export(self, request, context):
-            got["spans"] += sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
-            return trace_service_pb2.ExportTraceServiceResponse()
-
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Svc(), server)
-    if server.add_insecure_port(f"127.0.0.1:{port}") == 0:
-        pytest.fail(f"port {port} (the documented OTLP gRPC port) is taken on this machine")
-    server.start()
-    return server, got
-
-
 def _check_export(workdir: Path, cmd: str, res: subprocess.CompletedProcess, got: int) -> None:
     sent = int(re.search(r"sent (\d+) spans", res.stdout).group(1))
     assert sent > 0 and got == sent, (cmd, res.stdout, got)
@@ -177,19 +157,16 @@ def _cases():
 
 
 @pytest.mark.parametrize("doc_line,cmd", list(_cases()))
-def test_documented_command_runs(workdir, doc_line, cmd):
+def test_documented_command_runs(workdir, grpc_receiver, doc_line, cmd):
     if cmd == "SERVE":
         return _serve(workdir)
     if "--otlp-endpoint" in cmd:
         port = int(cmd.rsplit(":", 1)[1])
         if port == 4317:
-            server, got = _grpc_receiver(port)
-            try:
-                res = _run(workdir, cmd)
-            finally:
-                server.stop(0)
+            receiver = grpc_receiver(port)  # the documented port: 4317 picks gRPC
+            res = _run(workdir, cmd)
             assert res.returncode == 0, res.stderr
-            return _check_export(workdir, cmd, res, got["spans"])
+            return _check_export(workdir, cmd, res, receiver.spans)
         receiver = _HttpReceiver(port)
         threading.Thread(target=receiver.serve_forever, daemon=True).start()
         try:

@@ -263,14 +263,15 @@ def _agent_from(spec: str, mod_name: str, attr: str):
 
 
 def _owner_of(agent):
-    """The Unsee instance whose middleware is attached to ``agent``."""
+    """The live Unsee whose recording middleware is attached to ``agent`` (else None)."""
+    from unsee.core import Unsee
     from unsee.middleware.hooks import UnseeMiddleware
 
     for spec in (getattr(getattr(agent, "builder", None), "nodes", None) or {}).values():
         fn = getattr(getattr(spec, "runnable", None), "func", None)
         mw = getattr(fn, "__self__", None)
         if isinstance(mw, UnseeMiddleware):
-            return mw.recorder.owner
+            return Unsee.owning(mw.recorder)
     return None
 
 
@@ -299,11 +300,12 @@ def forget_cmd(
 
     --dry-run only plans and needs no agent.
     """
-    from unsee.plugins.forget.event import RevocationEvent
-    from unsee.plugins.forget.report import STRATEGIES
+    from unsee.plugins.forget import RevocationEvent, Strategy, UnknownStrategy
 
-    if strategy not in STRATEGIES:
-        raise cx.BadParameter(f"unknown strategy {strategy!r}: use one of {' '.join(STRATEGIES)}")
+    try:
+        Strategy.parse(strategy)
+    except UnknownStrategy as e:
+        raise cx.BadParameter(str(e)) from e
     try:
         event = RevocationEvent(target=target, source=source, reason=reason, raised_by="operator")
     except ValueError as e:
@@ -367,9 +369,10 @@ def _mount_optional() -> None:
     except Exception:
         pass
     try:  # needs the eval extra (agentdojo)
-        from unsee.plugins.eval.cli import app as bench_app
+        from unsee.core import Unsee
+        from unsee.plugins.eval import make_app
 
-        app.add_typer(bench_app, name="bench", help="Benchmarks of defenses (AgentDojo).")
+        app.add_typer(make_app(Unsee), name="bench", help="Benchmarks of defenses (AgentDojo).")
     except Exception:
         pass
 

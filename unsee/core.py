@@ -9,6 +9,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,6 @@ from typing import Any
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
-from unsee.middleware.environments import SessionEnvironments
 from unsee.middleware.errors import InvalidArgument
 from unsee.middleware.graph import ProvenanceGraph
 from unsee.middleware.hashing import ContentHasher
@@ -28,8 +28,8 @@ from unsee.middleware.records import SessionInfo
 from unsee.middleware.store import ProvenanceStore
 from unsee.middleware.store_files import ensure_home
 from unsee.middleware.tokens import TokenCounter, counter_for_model, tiktoken_counter
-from unsee.sandbox import open_environment
-from unsee.sandbox.ledger import Ledger
+from unsee.plugins.tools import SessionEnvironments, unsee_tool
+from unsee.sandbox import Ledger, open_environment
 
 log = logging.getLogger("unsee")
 
@@ -53,6 +53,15 @@ class Unsee:
     - ``span_processors``: extra processors (e.g. a BatchSpanProcessor with an
       OTLP exporter to send spans live to Jaeger).
     """
+
+    #: id(recorder) -> the Unsee that owns it (weak: an Unsee that is gone drops out)
+    _owners: weakref.WeakValueDictionary[int, Unsee] = weakref.WeakValueDictionary()
+
+    @classmethod
+    def owning(cls, recorder: Recorder) -> Unsee | None:
+        """The live Unsee whose recorder this is (e.g. found on an agent's middleware), else None."""
+        u = cls._owners.get(id(recorder))
+        return u if u is not None and u.recorder is recorder else None
 
     def __init__(
         self,
@@ -99,7 +108,7 @@ class Unsee:
             content_in_spans=content_in_spans,
             env_snapshotter=env_snapshotter,
         )
-        self.recorder.owner = self
+        Unsee._owners[id(self.recorder)] = self  # ``Unsee.owning(recorder)``
         self._middleware: UnseeMiddleware | None = None
         #: the local chat model, when one was made by ``chat_model()`` (its caches are cropped on forget)
         self.local_model: Any = None
@@ -158,8 +167,6 @@ class Unsee:
         ``sandboxed=True`` injects the session's sandbox environment as the
         ``env`` argument (the restored shadow during a replay).
         """
-        from unsee.middleware.tools import unsee_tool
-
         env = None
         if sandboxed:
             if self.environments is None:
@@ -223,10 +230,11 @@ class Unsee:
         an endorser such as ``u.detect(...)``; observations whose recorded
         content it vets count as trusted (see ``docs/ifc.md``).
         """
-        from unsee.plugins.ifc.adapter import IFCInterceptor
+        from unsee.plugins.ifc.adapter import IFCInterceptor, SessionGraphs
 
         if self.ifc_interceptor is None:
-            self.ifc_interceptor = IFCInterceptor(self, sinks, mode=mode, trusted_sources=trusted_sources,
+            self.ifc_interceptor = IFCInterceptor(SessionGraphs(self.store.has_session, self.graph), self.hasher,
+                                                  sinks, mode=mode, trusted_sources=trusted_sources,
                                                   endorse=endorse)
             self.recorder.interceptors.add_global(self.ifc_interceptor)
         elif endorse is not None:
@@ -242,8 +250,8 @@ class Unsee:
         from unsee.plugins.detect.revocation import DetectionService
         from unsee.plugins.detect.rules import RuleDetector
 
-        svc = DetectionService(self, list(detectors or [RuleDetector()]), mode=mode, policy=policy,
-                               min_score=min_score, side_effects=side_effects)
+        svc = DetectionService(self._forget_context(), list(detectors or [RuleDetector()]), mode=mode,
+                               policy=policy, min_score=min_score, side_effects=side_effects)
         if mode == "sync":
             self.recorder.interceptors.add_global(svc)
         return svc
@@ -272,10 +280,28 @@ class Unsee:
         is checked before anything is written (``InvalidArgument``,
         ``UnknownStrategy``); ``side_effects`` is ``defer`` | ``ask`` | ``execute``.
         """
-        from unsee.plugins.forget.operator import Forgetter
+        from unsee.plugins.forget import Forgetter
 
-        return Forgetter(self).forget(thread_id, event, strategy, agent=agent, dry_run=dry_run,
-                                      commit_result=commit, wait=wait, side_effects=side_effects)
+        return Forgetter(self._forget_context()).forget(thread_id, event, strategy, agent=agent, dry_run=dry_run,
+                                                        commit_result=commit, wait=wait, side_effects=side_effects)
+
+    def _forget_context(self):
+        """The ports a forget (and the detection service's automatic forgets) work through.
+
+        The local model and the IFC interceptor are read when a forget runs
+        (``chat_model()``/``ifc()`` may make them after this context exists).
+        """
+        from unsee.plugins.forget import ForgetContext, SessionView
+
+        return ForgetContext(
+            records=self.store,
+            sessions=SessionView(session=self.session, graph=self.graph, sessions=self.sessions),
+            runs=self.recorder,
+            hasher=self.hasher,
+            environments=self.environments,
+            cache=lambda: self.local_model,
+            revoker=lambda: self.ifc_interceptor,
+        )
 
     def close(self) -> None:
         if self.environments is not None:

@@ -34,8 +34,8 @@ from rich.table import Table
 
 from unsee.core import DEFAULT_HOME, Unsee, resolve_home
 from unsee.middleware.context import logical_session
+from unsee.plugins.eval import ScriptedChatModel, call_id
 from unsee.progress import StepProgress
-from unsee.scripted import ScriptedChatModel, call_id
 
 SECRET = "4417-2231"
 USER = "dana"
@@ -278,10 +278,10 @@ def run_demo(home: Path, session: str, jaeger_json: Path, console: Console | Non
     console.print(f"  entered at step tau={hit.step} (the first step whose input held it) through "
                   f"{hit.artifact_type.value} {hit.artifact_id} from {', '.join(hit.source_ids)}")
     console.print(f"  taint closure |I(z)| = {len(closure)} (artifacts that hold it or were computed from it)")
-    cp = g.checkpoint_before(hit.step)
+    cp = g.fork_checkpoint(hit.step)  # the checkpoint the forget operator forks at
     if cp is not None:
-        console.print(f"  latest checkpoint at or before tau: {cp.id} ({cp.kind.value}, token offset "
-                      f"{cp.token_offset}): everything before it is reused as is")
+        console.print(f"  latest turn-boundary checkpoint at or before tau: {cp.id} ({cp.kind.value}, token "
+                      f"offset {cp.token_offset}): everything before it is reused as is")
     t = Table("seq", "step", "type", "artifact", "holds the secret")
     for a in g:
         if a.id in closure:

@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from unsee.jsonhttp import JSONHandler, JSONServer
 from unsee.middleware.errors import (AmbiguousTarget, IncompleteSession, InvalidArgument, SessionBusy,
                                      SessionNotFound, TargetNotFound)
-from unsee.plugins.forget import AgentUnknown, RevocationEvent, UnknownStrategy
+from unsee.plugins.forget import AgentUnknown, RevocationEvent, Strategy, UnknownStrategy
 
 log = logging.getLogger("unsee.server")
 MAX_BODY = 1 << 20
@@ -52,7 +52,8 @@ class RevocationRequest(BaseModel):
 
     session_id: str = Field(min_length=1)
     event: RevocationEvent
-    strategy: str = "B7"
+    #: a code of the strategy table (unknown: 422 from the operator's ``UnknownStrategy``)
+    strategy: str = Strategy.UNSEE.code
 
 
 _STATUS = [

@@ -68,7 +68,8 @@ class Verdict:
 
 @dataclass
 class DetectionService:
-    u: Any
+    #: what a forget needs (``unsee.plugins.forget.ForgetContext``): sessions to read, the operator's ports
+    ctx: Any
     detectors: list
     mode: Mode = "async"
     policy: Policy = "auto"
@@ -141,7 +142,7 @@ class DetectionService:
                 v = self._verdict(session, aid, f)
                 if self.policy == "auto":
                     if changed:
-                        state = state or self.u.graph(session)
+                        state = state or self.ctx.sessions.graph(session)
                     if state is not None and not (aid in state and f.text in (state.content(aid) or "")):
                         v.status = "superseded"
                     else:
@@ -166,7 +167,7 @@ class DetectionService:
         return hit
 
     def _unscanned_findings(self, session: str) -> list[tuple[str, Finding]]:
-        g = self.u.graph(session)
+        g = self.ctx.sessions.graph(session)
         new: list[tuple[str, Finding]] = []
         for a in g:
             if a.type not in OBSERVATION_TYPES or a.type is ArtifactType.USER_INPUT:
@@ -186,9 +187,11 @@ class DetectionService:
         return Verdict(session, aid, f, event, {"auto": "applied", "queue": "queued", "alert": "alerted"}[self.policy])
 
     def _apply(self, v: Verdict, wait: bool = True) -> None:
+        from unsee.plugins.forget import Forgetter
+
         try:
-            v.report = self.u.forget(v.session_id, v.event, self.strategy, wait=wait,
-                                     side_effects=self.side_effects)
+            v.report = Forgetter(self.ctx).forget(v.session_id, v.event, self.strategy, wait=wait,
+                                                  side_effects=self.side_effects)
             v.status = "applied"
         except Exception as exc:  # reported on the verdict, never lost
             log.warning("automatic revocation failed: %s", exc)
@@ -232,7 +235,7 @@ class DetectionService:
 
         def loop():
             while not self._stop.wait(interval):
-                for s in self.u.sessions():
+                for s in self.ctx.sessions.sessions():
                     if is_scratch_thread(s.session_id):
                         continue
                     try:

@@ -30,6 +30,10 @@ thread (``side_effects="execute"``: calls only the counterfactual makes are
 made). External calls the injection caused stay done: they are the report's
 orphaned side effects, and AgentDojo's environment-based security checks see
 them.
+
+The adapter does not import the facade: the element makes its ``Unsee``
+through the ``unsee`` factory it is given (:class:`UnseeFactory`, e.g. the
+``Unsee`` class itself); what it uses of it is :class:`UnseeLike`.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from agentdojo.agent_pipeline.base_pipeline_element import BasePipelineElement
 from agentdojo.agent_pipeline.tool_execution import tool_result_to_str
@@ -57,6 +61,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.tools import StructuredTool, ToolException
 
 from unsee.middleware.tools import was_executed
+
+from .scripted import ScriptedChatModel, call_id
 
 #: a model id AgentDojo knows (``load_attack`` derives the model's name from the pipeline name)
 DEFAULT_MODEL_ID = "gpt-4o-2024-05-13"
@@ -180,13 +186,12 @@ def _unseen_removed(value: Any, observed: str) -> Any:
 
 
 def injection_policy(plan: Plan) -> Callable[[Sequence[BaseMessage], Sequence[str]], AIMessage]:
-    """``policy(messages, tool_names)`` for :class:`unsee.scripted.ScriptedChatModel`.
+    """``policy(messages, tool_names)`` for :class:`~unsee.plugins.eval.scripted.ScriptedChatModel`.
 
     Progress is read back from the tool-call ids of earlier AI messages (``…~u~3``:
     the fourth user call; ``…~i:<task>~0``: the first call of an injection task),
     so the policy is a pure function of the conversation.
     """
-    from unsee.scripted import call_id
 
     def policy(messages: Sequence[BaseMessage], tool_names: Sequence[str]) -> AIMessage:
         done: dict[str, int] = {}
@@ -328,19 +333,35 @@ class RunRecord:
     orphaned: int = 0
 
 
+class UnseeLike(Protocol):
+    """What the element uses of an ``Unsee`` (the facade satisfies it)."""
+
+    def middleware(self) -> Any: ...
+    def detect(self, *, mode: str, policy: str, side_effects: str = ...) -> Any: ...
+    def ifc(self, sinks: Any, *, mode: str, endorse: Any = ...) -> Any: ...
+    def chat_model(self, **fields: Any) -> Any: ...
+    def close(self) -> None: ...
+
+
+class UnseeFactory(Protocol):
+    """Makes the element's ``Unsee`` (pass the ``Unsee`` class)."""
+
+    def __call__(self, *, home: str | Path, service_name: str) -> UnseeLike: ...
+
+
 class UnseeAgentElement(BasePipelineElement):
     """An AgentDojo pipeline element that is a whole unsee-recorded LangChain agent.
 
     ``suite``: the AgentDojo suite (user tasks are found from the query, the
     injection tasks' goals are what the scripted model recognizes).
+    ``unsee``: makes the recording ``Unsee`` (:class:`UnseeFactory`).
     """
 
-    def __init__(self, suite: Any, defense: str = "none", *, home: str | Path | None = None,
+    def __init__(self, suite: Any, defense: str = "none", *, unsee: UnseeFactory,
+                 home: str | Path | None = None,
                  model_id: str = DEFAULT_MODEL_ID, system_prompt: str = "You are a helpful assistant.",
                  answer_hint: bool = True, verdict: str = "sync", model: str = "scripted",
                  max_tool_calls: int = 3, max_tokens: int = 96):
-        from unsee import Unsee
-
         if model not in MODELS:
             raise ValueError(f"model must be one of {MODELS}, not {model!r}")
         self.model = model
@@ -360,7 +381,7 @@ class UnseeAgentElement(BasePipelineElement):
         if home is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="unsee-agentdojo-")
             home = self._tmp.name
-        self.u = Unsee(home=home, service_name="unsee-agentdojo")
+        self.u = unsee(home=home, service_name="unsee-agentdojo")
         self.sinks = suite_sinks(suite)
         self.detector = None
         if defense in ("detect+forget", "ifc+forget"):
@@ -395,8 +416,6 @@ class UnseeAgentElement(BasePipelineElement):
         from langchain.agents import create_agent
         from langgraph.checkpoint.memory import InMemorySaver
 
-        from unsee.scripted import ScriptedChatModel
-
         if self.model == "local":
             model, steer = self.u.chat_model(max_tokens=self.max_tokens), [ToolBudget(self.max_tool_calls)]
         else:
@@ -420,11 +439,11 @@ class UnseeAgentElement(BasePipelineElement):
         return query, runtime, env, to_agentdojo(final, query), extra_args
 
 
-def make_pipeline(suite: Any, defense: str = "none", **kw: Any):
+def make_pipeline(suite: Any, defense: str = "none", *, unsee: UnseeFactory, **kw: Any):
     """An AgentDojo ``AgentPipeline`` whose only element is the unsee agent (named after a known model)."""
     from agentdojo.agent_pipeline.agent_pipeline import AgentPipeline
 
-    element = UnseeAgentElement(suite, defense, **kw)
+    element = UnseeAgentElement(suite, defense, unsee=unsee, **kw)
     pipeline = AgentPipeline([element])
     pipeline.name = element.name
     return pipeline, element

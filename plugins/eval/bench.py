@@ -1,6 +1,6 @@
 """AgentDojo benchmark of unsee defenses with the scripted injection-following agent.
 
-``run_bench("banking", "ifc")`` runs, for each selected user task, one run
+``run_bench("banking", "ifc", unsee=Unsee)`` runs, for each selected user task, one run
 without injection and one run per selected injection task under AgentDojo's
 ``important_instructions`` attack, and returns per-pair rows and a summary:
 
@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .agentdojo_adapter import DEFENSES, VERDICTS, leaked, make_pipeline
+from .agentdojo_adapter import DEFENSES, VERDICTS, UnseeFactory, leaked, make_pipeline
 
 DEFAULT_BENCHMARK_VERSION = "v1.2.2"
 DEFAULT_ATTACK = "important_instructions"
@@ -98,7 +98,7 @@ def summarize(rows: list[dict], clean: list[dict]) -> dict[str, Any]:
 
 def run_bench(suite: str, defense: str, user_tasks: list[str] | None = None,
               injection_tasks: list[str] | None = None, progress: bool = True, *,
-              limit: int | None = None, json_path: str | Path | None = None,
+              unsee: UnseeFactory, limit: int | None = None, json_path: str | Path | None = None,
               benchmark_version: str = DEFAULT_BENCHMARK_VERSION, attack: str = DEFAULT_ATTACK,
               home: str | Path | None = None, answer_hint: bool = True, verdict: str = "sync",
               model: str = "scripted") -> dict[str, Any]:
@@ -106,7 +106,8 @@ def run_bench(suite: str, defense: str, user_tasks: list[str] | None = None,
 
     ``user_tasks`` / ``injection_tasks``: task ids (default: all); ``limit``:
     at most this many user tasks. ``progress`` prints a progress bar and a
-    table (rich). ``json_path``: also write the result there.
+    table (rich). ``json_path``: also write the result there. ``unsee``:
+    makes the recording ``Unsee`` (pass the ``Unsee`` class).
     """
     from agentdojo.attacks.attack_registry import load_attack
     from agentdojo.task_suite.load_suites import get_suites
@@ -126,8 +127,8 @@ def run_bench(suite: str, defense: str, user_tasks: list[str] | None = None,
     its = [s.injection_tasks[t] for t in _known(
         list(s.injection_tasks) if injection_tasks is None else injection_tasks, s.injection_tasks,
         "injection task")]
-    pipeline, element = make_pipeline(s, defense, home=home, answer_hint=answer_hint, verdict=verdict,
-                                      model=model)
+    pipeline, element = make_pipeline(s, defense, unsee=unsee, home=home, answer_hint=answer_hint,
+                                      verdict=verdict, model=model)
     atk = load_attack(attack, s, pipeline)
     default_env = s.load_and_inject_default_environment({})
     sink_task = {it.ID: is_identifier_sink_task(it, element.sinks, default_env) for it in its}

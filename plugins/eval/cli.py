@@ -1,65 +1,72 @@
-"""``unsee bench agentdojo --suite banking --defense ifc [--limit N] [--json FILE]``."""
+"""``unsee bench agentdojo --suite banking --defense ifc [--limit N] [--json FILE]``.
+
+The facade's CLI mounts ``make_app(Unsee)``: this plugin does not import the
+facade; the factory makes the recording ``Unsee`` of each run.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-app = typer.Typer(help="Evaluations of unsee defenses.", no_args_is_help=True)
+if TYPE_CHECKING:
+    from .agentdojo_adapter import UnseeFactory
 
 
-@app.callback()
-def _main() -> None:
-    """Evaluations of unsee defenses (keeps `agentdojo` a subcommand)."""
+def make_app(unsee: UnseeFactory) -> typer.Typer:
+    """The ``bench`` command group; ``unsee`` makes the ``Unsee`` of each run (the ``Unsee`` class)."""
+    app = typer.Typer(help="Evaluations of unsee defenses.", no_args_is_help=True)
 
+    @app.callback()
+    def _main() -> None:
+        """Evaluations of unsee defenses (keeps `agentdojo` a subcommand)."""
 
-@app.command("agentdojo")
-def agentdojo(
-    suite: str = typer.Option("banking", "--suite", help="banking | slack | workspace | travel"),
-    defense: str = typer.Option("none", "--defense", help="none | ifc | detect+forget | ifc+forget | all"),
-    limit: int | None = typer.Option(None, "--limit", help="at most this many user tasks"),
-    user_task: list[str] | None = typer.Option(None, "--user-task", help="user task id (repeatable)"),
-    injection_task: list[str] | None = typer.Option(None, "--injection-task",
-                                                       help="injection task id (repeatable)"),
-    json_file: Path | None = typer.Option(None, "--json", help="write the results as JSON here"),
-    model: str = typer.Option("scripted", "--model",
-                              help="scripted: the injection-following policy; local: the local CPU model"),
-    pairs: bool = typer.Option(True, "--pairs/--no-pairs",
-                               help="print utility and attack success per (user task, injection task) pair"),
-    verdict: str = typer.Option("sync", "--verdict",
-                                help="sync: the detector screens each tool return before the model sees it; "
-                                     "late: verdicts arrive after the run and B7 forgets"),
-) -> None:
-    """Run an AgentDojo suite with an unsee-instrumented agent under an unsee defense."""
-    import json
+    @app.command("agentdojo")
+    def agentdojo(
+        suite: str = typer.Option("banking", "--suite", help="banking | slack | workspace | travel"),
+        defense: str = typer.Option("none", "--defense", help="none | ifc | detect+forget | ifc+forget | all"),
+        limit: int | None = typer.Option(None, "--limit", help="at most this many user tasks"),
+        user_task: list[str] | None = typer.Option(None, "--user-task", help="user task id (repeatable)"),
+        injection_task: list[str] | None = typer.Option(None, "--injection-task",
+                                                           help="injection task id (repeatable)"),
+        json_file: Path | None = typer.Option(None, "--json", help="write the results as JSON here"),
+        model: str = typer.Option("scripted", "--model",
+                                  help="scripted: the injection-following policy; local: the local CPU model"),
+        pairs: bool = typer.Option(True, "--pairs/--no-pairs",
+                                   help="print utility and attack success per (user task, injection task) pair"),
+        verdict: str = typer.Option("sync", "--verdict",
+                                    help="sync: the detector screens each tool return before the model sees it; "
+                                         "late: verdicts arrive after the run and B7 forgets"),
+    ) -> None:
+        """Run an AgentDojo suite with an unsee-instrumented agent under an unsee defense."""
+        import json
 
-    from .agentdojo_adapter import DEFENSES, MODELS, VERDICTS
-    from .bench import print_pairs, print_summary, run_bench
+        from .agentdojo_adapter import DEFENSES, MODELS, VERDICTS
+        from .bench import print_pairs, print_summary, run_bench
 
-    defenses = list(DEFENSES) if defense == "all" else [defense]
-    for d in defenses:
-        if d not in DEFENSES:
-            raise typer.BadParameter(f"--defense must be one of {DEFENSES} or all, not {d!r}")
-    if model not in MODELS:
-        raise typer.BadParameter(f"--model must be one of {MODELS}, not {model!r}")
-    if verdict not in VERDICTS:
-        raise typer.BadParameter(f"--verdict must be one of {VERDICTS}, not {verdict!r}")
-    results = []
-    for d in defenses:
-        try:
-            results.append(run_bench(suite, d, user_task or None, injection_task or None, progress=True,
-                                     limit=limit, verdict=verdict, model=model))
-        except ValueError as exc:  # unknown suite or task id
-            raise typer.BadParameter(str(exc)) from None
-        if pairs:
-            print_pairs(results[-1])
-    if len(results) > 1:
-        print_summary(results)
-    if json_file is not None:
-        json_file.write_text(json.dumps(results[0] if len(results) == 1 else results, indent=2))
-        typer.echo(f"wrote {json_file}")
+        defenses = list(DEFENSES) if defense == "all" else [defense]
+        for d in defenses:
+            if d not in DEFENSES:
+                raise typer.BadParameter(f"--defense must be one of {DEFENSES} or all, not {d!r}")
+        if model not in MODELS:
+            raise typer.BadParameter(f"--model must be one of {MODELS}, not {model!r}")
+        if verdict not in VERDICTS:
+            raise typer.BadParameter(f"--verdict must be one of {VERDICTS}, not {verdict!r}")
+        results = []
+        for d in defenses:
+            try:
+                results.append(run_bench(suite, d, user_task or None, injection_task or None, progress=True,
+                                         unsee=unsee, limit=limit, verdict=verdict, model=model))
+            except ValueError as exc:  # unknown suite or task id
+                raise typer.BadParameter(str(exc)) from None
+            if pairs:
+                print_pairs(results[-1])
+        if len(results) > 1:
+            print_summary(results)
+        if json_file is not None:
+            json_file.write_text(json.dumps(results[0] if len(results) == 1 else results, indent=2))
+            typer.echo(f"wrote {json_file}")
 
-
-if __name__ == "__main__":
-    app()
+    return app

@@ -3,9 +3,12 @@
 The path of a revocation event, one module a step:
 event (``event``) -> graph query and plan (``plan``) -> fork and restore,
 sanitized replay (``replay``, deciding call by call in ``decide`` through the
-``interceptor``) -> atomic commit (``commit``) -> report (``report``); the
-editing baselines live in ``baselines``, crash injection in ``faults``, what
-the operator needs from its surroundings in ``ports``.
+``interceptor``) -> atomic commit (``commit``) -> report (``report``),
+driven by ``operator``. The strategies B0–B9 are one table (``strategy``);
+the editing baselines live in ``baselines``, the one way to remove a target
+in ``sanitize``, the LangGraph thread helpers in ``thread``, crash injection
+in ``faults``, and what the operator needs from its surroundings (never the
+facade itself) in ``ports``: a ``ForgetContext`` of small protocols.
 
 Public names are imported lazily, so ``import unsee.plugins.forget`` stays
 cheap (no LangChain import until a name is used). Other plugins use only
@@ -19,12 +22,24 @@ from typing import Any
 
 _EXPORTS = {
     "RevocationEvent": ".event",
-    "sanitize": ".event",
+    "sanitize_value": ".sanitize",
+    "sanitize_message": ".sanitize",
     "ForgetReport": ".report",
     "ForgetPlan": ".report",
     "SideEffect": ".report",
-    "STRATEGIES": ".report",
+    "STRATEGIES": ".strategy",
+    "Strategy": ".strategy",
+    "StrategySpec": ".strategy",
     "Forgetter": ".operator",
+    "ForgetContext": ".ports",
+    "SessionView": ".ports",
+    "RecordStore": ".ports",
+    "SessionReader": ".ports",
+    "Runs": ".ports",
+    "CroppableCache": ".ports",
+    "SnapshotEnvironments": ".ports",
+    "Revoker": ".ports",
+    "Hasher": ".ports",
     "is_scratch_thread": ".replay",
     "scratch_thread": ".replay",
     "AgentUnknown": ".errors",

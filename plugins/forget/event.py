@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
+
 class RevocationEvent(BaseModel):
     """Forget ``target`` (as it entered through ``source``, if given)."""
 
@@ -37,8 +38,3 @@ class RevocationEvent(BaseModel):
         if not v or not v.strip():
             raise ValueError("target must be a non-empty string")
         return v
-
-
-def sanitize(text: str, target: str) -> str:
-    """The counterfactual observation: ``text`` with every occurrence of ``target`` removed."""
-    return text.replace(target, "")

@@ -1,30 +1,22 @@
-"""The replay interceptor: decides, call by call, how the suffix is re-enacted.
+"""The replay interceptor: a thin adapter that walks the recorded transcript.
 
-Installed on the scratch thread a replay runs in. It walks the recorded
-transcript in order (a cursor over recorded model turns) until the
-counterfactual run diverges from it:
+Installed on the scratch thread a replay runs in. It keeps a cursor over the
+recorded model turns until the counterfactual run diverges from them:
 
 - a model turn whose prompt manifest is disjoint from I(z) is re-materialised
-  from the record (B7; never for B5/B5'), everything else is decoded again;
-- a read-only tool call identical to the recorded one is answered with the
-  recorded return (the tau observation with the target removed); a read-only
-  call with changed arguments runs for real (in the restored environment);
-- ``write`` calls run again (against the restored environment and store);
-- ``external`` (and undeclared) calls never fire twice: an identical call
-  that already fired is answered with its recorded result (de-duplication), a
-  new one goes to the side-effect policy (``defer`` | ``ask`` | ``execute``).
-
-A recorded call that never ran (an IFC block, a deferral: ``executed`` false on
-its return) or that returned an error is not reused: the counterfactual may now
-meet the precondition the original lacked, so it counts as a new call.
+  from the record (when the strategy re-materialises; never for B5/B5'),
+  everything else is decoded again; a decoded turn that differs from the
+  record ends the walk (the run has diverged);
+- each tool call is answered as ``decide`` (pure, in ``decide``) says: from
+  the record (the tau observation with the target removed), by running the
+  tool, or not at all (a deferred side effect).
 """
 
 from __future__ import annotations
 
-import json
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from langchain.agents.middleware.types import ModelResponse
 from langchain_core.messages import AIMessage, ToolMessage
@@ -32,15 +24,12 @@ from langchain_core.messages import AIMessage, ToolMessage
 from unsee.middleware.hooks import _ai_message_of, text_of
 from unsee.middleware.tools import effect_of, not_executed
 
-from .event import sanitize
+from .decide import Action, Decision, SideEffectPolicy, ToolCall, decide, same_args
 from .plan import RecordedCall, RecordedTurn, ReplayPlan
 from .report import SideEffect
+from .sanitize import sanitize
 
-SideEffectPolicy = Literal["defer", "execute", "ask"]
-
-
-def _canon(args: Any) -> str:
-    return json.dumps(args, sort_keys=True, default=str)
+__all__ = ["ReplayInterceptor", "ReplayStats", "SideEffectPolicy"]
 
 
 @dataclass
@@ -52,6 +41,11 @@ class ReplayStats:
     deferred: list[SideEffect] = field(default_factory=list)
     deduplicated: list[SideEffect] = field(default_factory=list)
     diverged_at: str | None = None
+
+
+def _same_calls(made: list[dict], recorded: tuple[RecordedCall, ...]) -> bool:
+    return len(made) == len(recorded) and all(
+        m["name"] == r.name and same_args(m["args"], r.args) for m, r in zip(made, recorded))
 
 
 class ReplayInterceptor:
@@ -88,10 +82,7 @@ class ReplayInterceptor:
         ai = _ai_message_of(response)
         if rec is None or ai is None:
             return response
-        same = text_of(ai) == rec.text and [(c["name"], _canon(c["args"])) for c in ai.tool_calls or []] == [
-            (c.name, _canon(c.args)) for c in rec.calls
-        ]
-        if same:
+        if text_of(ai) == rec.text and _same_calls(ai.tool_calls or [], rec.calls):
             # The same artifact as in the record: keep its identity (ids of the message and calls).
             if rec.message_id:
                 ai.id = rec.message_id
@@ -120,79 +111,68 @@ class ReplayInterceptor:
         return self._after_decode(rec, await handler(request))
 
     # -- tool calls -------------------------------------------------------
-    def _match(self, tc: dict) -> RecordedCall | None:
-        """The recorded counterpart of this call, if the run still follows the record."""
+    def _match(self, call: ToolCall) -> RecordedCall | None:
+        """The recorded counterpart of this call, if the run still follows the record (marked used)."""
         with self._lock:
             if self._diverged or self._current is None:
                 return None
             for c in self._current.calls:
-                if c.call_id == tc.get("id") and c.name == tc.get("name") and _canon(c.args) == _canon(tc.get("args")):
+                if c.call_id == call.call_id and c.name == call.name and same_args(c.args, call.args):
                     self._used.add(c.artifact_id)
                     return c
             return None
 
-    def _fired_identical(self, tc: dict) -> RecordedCall | None:
-        """Any recorded, fired, not yet matched call with the same tool and arguments."""
+    def _identical(self, call: ToolCall) -> list[RecordedCall]:
+        """Recorded calls not matched yet with the same tool and arguments (de-duplication candidates)."""
         with self._lock:
-            for t in self.plan.model_turns:
-                for c in t.calls:
-                    if (c.artifact_id not in self._used and c.name == tc.get("name") and c.reusable
-                            and _canon(c.args) == _canon(tc.get("args"))):
-                        self._used.add(c.artifact_id)
-                        return c
-        return None
+            return [c for t in self.plan.model_turns for c in t.calls
+                    if c.artifact_id not in self._used and c.name == call.name and same_args(c.args, call.args)]
 
-    def _recorded_message(self, tc: dict, c: RecordedCall) -> ToolMessage:
+    def _recorded_message(self, call: ToolCall, c: RecordedCall) -> ToolMessage:
         content = c.return_content or ""
         if c.return_id == self.plan.entry.id:
             content = sanitize(content, self.target)  # o_tau without z
         status = "error" if c.return_status == "error" else "success"
-        return ToolMessage(content=content, tool_call_id=tc.get("id") or c.call_id, name=tc.get("name"),
+        return ToolMessage(content=content, tool_call_id=call.call_id or c.call_id, name=call.name,
                            status=status)
 
-    def _decide(self, request) -> tuple[str, Any]:
+    def _decide(self, request) -> tuple[Decision, ToolMessage | None]:
+        """``decide`` for this request, its bookkeeping, and the message that answers it (if any)."""
         tc = request.tool_call
-        effect = effect_of(request.tool)
-        rec = self._match(tc)
-        if rec is not None and not rec.reusable:
-            # it never ran (blocked, deferred) or reported failure: nothing recorded to reuse or de-duplicate;
-            # the counterfactual may meet the precondition the original call lacked
-            rec = None
-        if effect == "read":
-            if rec is not None and rec.return_content is not None:
-                return "record", self._recorded_message(tc, rec)
-            return "execute", None
-        if effect == "write":
-            return "execute", None
-        # external or undeclared: never fire during replay
-        rec = rec if rec is not None and rec.return_id is not None else self._fired_identical(tc)
-        if rec is not None:
-            self.stats.deduplicated.append(SideEffect(
-                tool=rec.name, args=rec.args, effect=effect, call_artifact_id=rec.artifact_id,
-                result=rec.return_content, status="deduplicated"))
-            return "record", self._recorded_message(tc, rec)
-        if self.side_effects == "execute":
-            return "execute_external", None
-        status = "awaiting_approval" if self.side_effects == "ask" else "deferred"
-        self.stats.deferred.append(SideEffect(tool=tc.get("name", ""), args=tc.get("args", {}), effect=effect,
-                                              status=status))
-        msg = not_executed(
-            f"[unsee] {tc.get('name')} was not executed: external side effects are {status} during replay.",
-            tc.get("id"), tc.get("name"), "replay")
-        return "deferred", msg
+        call = ToolCall(name=tc.get("name"), args=tc.get("args"), call_id=tc.get("id"),
+                        effect=effect_of(request.tool))
+        rec = self._match(call)
+        external = call.effect not in ("read", "write")
+        identical = self._identical(call) if external and (rec is None or not rec.reusable) else ()
+        d = decide(call, rec, self.side_effects, identical)
+        if d.action is Action.RECORD:
+            if d.status == "deduplicated":
+                with self._lock:
+                    self._used.add(d.record.artifact_id)
+                self.stats.deduplicated.append(SideEffect(
+                    tool=d.record.name, args=d.record.args, effect=call.effect,
+                    call_artifact_id=d.record.artifact_id, result=d.record.return_content, status="deduplicated"))
+            return d, self._recorded_message(call, d.record)
+        if d.action is Action.DEFER:
+            self.stats.deferred.append(SideEffect(tool=call.name or "", args=call.args or {}, effect=call.effect,
+                                                  status=d.status))
+            return d, not_executed(
+                f"[unsee] {call.name} was not executed: external side effects are {d.status} during replay.",
+                call.call_id, call.name, "replay")
+        return d, None
 
     def tool_call(self, request, handler):
-        what, msg = self._decide(request)
+        d, msg = self._decide(request)
         if msg is not None:
-            self.stats.tool_calls_from_record += what == "record"
+            self.stats.tool_calls_from_record += d.action is Action.RECORD
             return msg
         self.stats.tool_calls_executed += 1
         return handler(request)
 
     async def atool_call(self, request, handler):
-        what, msg = self._decide(request)
+        d, msg = self._decide(request)
         if msg is not None:
-            self.stats.tool_calls_from_record += what == "record"
+            self.stats.tool_calls_from_record += d.action is Action.RECORD
             return msg
         self.stats.tool_calls_executed += 1
         return await handler(request)

@@ -13,22 +13,23 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, get_args
+from typing import Any
 
 from unsee.middleware.errors import AmbiguousTarget, IncompleteSession, InvalidArgument
 
 from . import faults
-from .replay import abandon, commit, finish_commit, is_scratch_thread, run_replay, scratch_thread
 from .baselines import apply_edit
+from .commit import abandon, commit, finish_commit
+from .decide import SIDE_EFFECT_POLICIES, SideEffectPolicy
+from .errors import AgentUnknown
 from .event import RevocationEvent
-from .errors import AgentUnknown, UnknownStrategy
-from .interceptor import SideEffectPolicy
-from .plan import REPLAYING, ReplayPlan, describe, make_plan
-from .report import STRATEGIES, ForgetPlan, ForgetReport
+from .plan import ReplayPlan, describe, make_plan
+from .ports import ForgetContext
+from .replay import clear_scratch, is_scratch_thread, run_replay, scratch_thread
+from .report import ForgetPlan, ForgetReport
+from .strategy import Strategy
 
 log = logging.getLogger("unsee.forget")
-
-SIDE_EFFECT_POLICIES: tuple[str, ...] = get_args(SideEffectPolicy)
 
 
 def _got(value: Any) -> str:
@@ -51,8 +52,7 @@ def validate_forget_args(session: Any, event: Any, strategy: Any, *, agent: Any 
                               "forget in the session it was made for")
     if not isinstance(event, RevocationEvent):
         raise InvalidArgument(f"event must be a RevocationEvent, e.g. RevocationEvent(target=...), got {_got(event)}")
-    if not isinstance(strategy, str) or strategy not in STRATEGIES:
-        raise UnknownStrategy(strategy, STRATEGIES)
+    Strategy.parse(strategy)  # UnknownStrategy
     if agent is not None:
         from langgraph.pregel import Pregel
 
@@ -70,11 +70,14 @@ def validate_forget_args(session: Any, event: Any, strategy: Any, *, agent: Any 
 
 
 class Forgetter:
-    def __init__(self, u: Any):
-        self.u = u
+    """The forget operator over the ports of a ``ForgetContext`` (never the facade)."""
+
+    def __init__(self, ctx: ForgetContext):
+        self.ctx = ctx
 
     def _agent(self, session: str, agent: Any | None) -> Any:
-        agent = agent or self.u.recorder.agents.get(session) or self.u.recorder.last_agent
+        runs = self.ctx.runs
+        agent = agent or runs.agents.get(session) or runs.last_agent
         if agent is None:
             raise AgentUnknown(session)
         return agent
@@ -82,22 +85,21 @@ class Forgetter:
     def recover(self, session: str, agent: Any | None = None) -> list[str]:
         """Roll forward every commit of ``session`` that was begun but not finished."""
         done = []
-        pending = self.u.store.pending_commits(session)
+        pending = self.ctx.records.pending_commits(session)
         if pending:
             agent = self._agent(session, agent)
             for event_id, *_ in pending:
-                if finish_commit(self.u, agent, session, event_id):
+                if finish_commit(self.ctx, agent, session, event_id):
                     done.append(event_id)
         return done
 
-    def plan(self, session: str, event: RevocationEvent, strategy: str = "B7") -> ReplayPlan:
-        if strategy not in STRATEGIES:
-            raise UnknownStrategy(strategy, STRATEGIES)
-        u = self.u
-        info = u.session(session)  # SessionNotFound
+    def plan(self, session: str, event: RevocationEvent, strategy: Strategy | str = Strategy.B7) -> ReplayPlan:
+        strategy = Strategy.parse(strategy)  # UnknownStrategy
+        sessions = self.ctx.sessions
+        info = sessions.session(session)  # SessionNotFound
         if info.incomplete:
             raise IncompleteSession(session, info.failures)
-        g = u.graph(session)
+        g = sessions.graph(session)
         if event.source is None:
             sources = g.entry_sources(event.target)
             if len(sources) > 1:
@@ -109,7 +111,7 @@ class Forgetter:
         self,
         session: str,
         event: RevocationEvent,
-        strategy: str = "B7",
+        strategy: Strategy | str = Strategy.B7,
         *,
         agent: Any | None = None,
         dry_run: bool = False,
@@ -117,59 +119,57 @@ class Forgetter:
         wait: bool = True,
         side_effects: SideEffectPolicy = "defer",
     ) -> ForgetReport | ForgetPlan:
-        u = self.u
+        ctx = self.ctx
         validate_forget_args(session, event, strategy, agent=agent, side_effects=side_effects,
                              dry_run=dry_run, commit=commit_result, wait=wait)
-        if strategy in ("B8", "B9") and getattr(u, "ifc_interceptor", None) is None:
-            raise NotImplementedError(f"{strategy} needs IFC enabled first: u.ifc(sinks=[...])")
-        u.recorder.wait_idle(session, wait=wait)
-        state = u.store.commit_state(event.event_id)
+        spec = Strategy.parse(strategy).spec
+        if spec.needs_ifc and ctx.revoker() is None:
+            raise NotImplementedError(f"{spec.code} needs IFC enabled first: u.ifc(sinks=[...])")
+        ctx.runs.wait_idle(session, wait=wait)
+        state = ctx.records.commit_state(event.event_id)
         if state is not None:  # the event id is an idempotency key
             t0 = time.perf_counter()
             if state != "done":
-                finish_commit(u, self._agent(session, agent), session, event.event_id)
-            return ForgetReport(session_id=session, strategy=strategy, event_id=event.event_id,
-                                target_hash=u.hasher.hash(event.target), tau=0, closure_size=0,
+                finish_commit(ctx, self._agent(session, agent), session, event.event_id)
+            return ForgetReport(session_id=session, strategy=spec.code, event_id=event.event_id,
+                                target_hash=ctx.hasher.hash(event.target), tau=0, closure_size=0,
                                 checkpoint_id=None, checkpoint_kind=None, committed=True,
                                 wall_time_s=time.perf_counter() - t0,
                                 notes=["finished a commit interrupted earlier" if state != "done"
                                        else "this event was already applied"])
         self.recover(session, agent)
-        plan = self.plan(session, event, strategy)
+        plan = self.plan(session, event, spec.strategy)
         faults.point("plan")
         if dry_run:
             return describe(plan)
         t0 = time.perf_counter()
         counters0 = self._counters(session)
         cp = plan.checkpoint
-        base = dict(session_id=session, strategy=strategy, event_id=event.event_id,
+        base = dict(session_id=session, strategy=spec.code, event_id=event.event_id,
                     target_hash=plan.hit.target_hash, tau=plan.hit.step, closure_size=len(plan.closure),
                     checkpoint_id=cp.id if cp else None, checkpoint_kind=cp.kind.value if cp else None)
-        if strategy in ("B8", "B9"):
+        if spec.needs_ifc:
             # IFC: the target's closure is labelled revoked, so identifiers it introduced
             # are blocked at sinks from now on (B8 stops there: free text still leaks).
-            u.ifc_interceptor.revoke(session, plan.closure)
-        if strategy == "B8":
-            return ForgetReport(**base, committed=True, wall_time_s=time.perf_counter() - t0,
-                                notes=["B8: I(z) labelled revoked for IFC; live state unchanged"])
-        if strategy not in REPLAYING:
-            notes = apply_edit(u, self._agent(session, agent) if strategy not in ("B0", "B1") else None,
-                               plan, event.target, strategy)
-            return ForgetReport(**base, committed=strategy != "B0", wall_time_s=time.perf_counter() - t0,
+            ctx.revoker().revoke(session, plan.closure)
+        if not spec.replays:
+            notes = apply_edit(ctx, self._agent(session, agent) if spec.needs_agent else None,
+                               plan, event.target, spec.strategy)
+            return ForgetReport(**base, committed=spec.commits, wall_time_s=time.perf_counter() - t0,
                                 notes=notes)
         agent = self._agent(session, agent)
         try:
-            outcome = run_replay(u, agent, plan, event, side_effects)
+            outcome = run_replay(ctx, agent, plan, event, side_effects)
             st = outcome.interceptor.stats
             orphaned = outcome.interceptor.orphaned()
             committed = False
             if commit_result:
-                commit(u, agent, plan, outcome, event)
+                commit(ctx, agent, plan, outcome, event)
                 committed = True
             else:
-                abandon(u, outcome)
+                abandon(ctx, outcome)
         except BaseException:
-            self._drop_scratch(agent, scratch_thread(session, event, strategy), event.event_id)
+            self._drop_scratch(agent, scratch_thread(session, event, spec.strategy), event.event_id)
             raise
         counters1 = self._counters(session)
         delta = {k: counters1.get(k, 0) - counters0.get(k, 0) for k in ("prefilled", "decoded", "reused")}
@@ -195,20 +195,15 @@ class Forgetter:
     def _drop_scratch(self, agent: Any, scratch: str, event_id: str) -> None:
         """After a failed replay, remove its scratch thread, unless a commit was begun
         (then the scratch records are what ``recover`` rolls forward from)."""
-        u = self.u
         try:
-            if u.store.commit_state(event_id) is not None:
+            if self.ctx.records.commit_state(event_id) is not None:
                 return
-            u.store.drop_session(scratch)
-            u.recorder.forget_state(scratch)
-            saver = getattr(agent, "checkpointer", None)
-            if saver is not None and hasattr(saver, "delete_thread"):
-                saver.delete_thread(scratch)
+            clear_scratch(self.ctx, agent, scratch)
         except Exception:  # the original error is what the caller must see
             log.warning("could not remove the scratch thread %s of a failed forget", scratch, exc_info=True)
 
     def _counters(self, session: str) -> dict[str, int]:
-        model = getattr(self.u, "local_model", None)
+        model = self.ctx.cache()
         fn = getattr(model, "session_counters", None)
         if fn is None:
             return {}

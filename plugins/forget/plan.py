@@ -1,7 +1,8 @@
 """Replay planning (pure): from a graph, a hit and a strategy to a ``ReplayPlan``.
 
-The plan says where to fork (the latest turn-boundary checkpoint at or
-before tau; nothing for B5, which starts from an empty state), which turns to
+The plan says where to fork (the graph's ``fork_checkpoint``: the latest
+turn-boundary checkpoint at or before tau; nothing for a strategy that starts
+from an empty state, B5), which turns to
 re-run with which recorded user inputs, and holds the recorded transcript of
 the suffix — model turns with their tool calls and returns — that the replay
 interceptor walks in order. Nothing here executes anything.
@@ -13,13 +14,10 @@ import json
 from dataclasses import dataclass, field
 
 from unsee.middleware.graph import ProvenanceGraph
-from unsee.middleware.records import Artifact, ArtifactType, Checkpoint, CheckpointKind, Hit
+from unsee.middleware.records import Artifact, ArtifactType, Checkpoint, Hit
 
 from .report import ForgetPlan, SideEffect
-
-TURN_KINDS = (CheckpointKind.SESSION_START, CheckpointKind.TURN)
-#: Strategies that rebuild state by replaying the agent.
-REPLAYING = ("B5", "B5'", "B7", "B9")
+from .strategy import Strategy, StrategySpec
 
 
 @dataclass(frozen=True)
@@ -68,6 +66,7 @@ class RecordedInput:
 @dataclass(frozen=True)
 class ReplayPlan:
     session_id: str
+    #: the strategy's code ("B7"); ``Strategy(plan.strategy).spec`` is its spec
     strategy: str
     hit: Hit
     entry: Artifact
@@ -81,18 +80,13 @@ class ReplayPlan:
     fork_seq: int
     calls_by_id: dict[str, RecordedCall] = field(default_factory=dict)
 
+    @property
+    def spec(self) -> StrategySpec:
+        return Strategy(self.strategy).spec
+
     def fired_external(self) -> list[RecordedCall]:
         return [c for t in self.model_turns for c in t.calls
                 if c.effect not in ("read", "write") and c.fired]
-
-
-def fork_checkpoint(g: ProvenanceGraph, tau: int) -> Checkpoint | None:
-    """The latest turn-boundary checkpoint at or before tau."""
-    best = None
-    for c in g.checkpoints:
-        if c.kind in TURN_KINDS and c.step <= tau:
-            best = c
-    return best
 
 
 def recorded_turn(g: ProvenanceGraph, mt: Artifact, closure: frozenset[str]) -> RecordedTurn:
@@ -117,9 +111,10 @@ def recorded_turn(g: ProvenanceGraph, mt: Artifact, closure: frozenset[str]) -> 
                         mt.id in closure, mt.turn, mt.seq)
 
 
-def make_plan(g: ProvenanceGraph, hit: Hit, closure: frozenset[str], strategy: str) -> ReplayPlan:
+def make_plan(g: ProvenanceGraph, hit: Hit, closure: frozenset[str], strategy: Strategy | str) -> ReplayPlan:
+    spec = Strategy.parse(strategy).spec  # UnknownStrategy
     entry = g.get(hit.artifact_id)
-    cp = None if strategy == "B5" else fork_checkpoint(g, hit.step)
+    cp = g.fork_checkpoint(hit.step) if spec.forks_at_checkpoint else None
     first_turn = cp.turn if cp is not None else 1
     fork_seq = cp.seq if cp is not None else 0
     last_turn = max((a.turn for a in g), default=first_turn)
@@ -139,7 +134,7 @@ def make_plan(g: ProvenanceGraph, hit: Hit, closure: frozenset[str], strategy: s
     calls = {c.call_id: c for t in model_turns for c in t.calls}
     return ReplayPlan(
         session_id=g.session_id or entry.session_id,
-        strategy=strategy,
+        strategy=spec.code,
         hit=hit,
         entry=entry,
         closure=closure,
@@ -147,7 +142,7 @@ def make_plan(g: ProvenanceGraph, hit: Hit, closure: frozenset[str], strategy: s
         turns=turns,
         inputs={t: tuple(v) for t, v in inputs.items()},
         model_turns=tuple(model_turns),
-        rematerialise=strategy in ("B7", "B9"),
+        rematerialise=spec.rematerialises,
         transitions=transitions,
         fork_seq=fork_seq,
         calls_by_id=calls,

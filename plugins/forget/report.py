@@ -1,4 +1,7 @@
-"""The forget report (pydantic, JSON) and the plan a dry run prints."""
+"""The forget report (pydantic, JSON) and the plan a dry run prints.
+
+Both carry the strategy as its code string ("B7"); ``strategy.Strategy`` has the table.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +9,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Strategy = Literal["B0", "B1", "B2", "B3", "B4", "B5", "B5'", "B6", "B7", "B8", "B9"]
-STRATEGIES: tuple[str, ...] = ("B0", "B1", "B2", "B3", "B4", "B5", "B5'", "B6", "B7", "B8", "B9")
+from .strategy import STRATEGIES
+
+__all__ = ["STRATEGIES", "ForgetPlan", "ForgetReport", "SideEffect"]
 
 
 class SideEffect(BaseModel):

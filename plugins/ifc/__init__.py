@@ -6,7 +6,8 @@
 - :mod:`.labels` — ``trusted`` / ``untrusted`` / ``revoked`` / ``endorsed`` labels of every
   artifact of a provenance graph (:func:`label_graph`).
 - :mod:`.policy` — sinks (:class:`SinkSpec`), :func:`decide` and
-  :func:`identifiers_by_label`, :class:`Decision` records.
+  :func:`identifiers_by_label`.
+- :mod:`.decision` — the :class:`Decision` and :class:`Evidence` records.
 - errors in :mod:`.errors`.
 
 The middleware adapter (turning a ``block`` into an error tool message, ``ask``
@@ -16,6 +17,7 @@ pure functions.
 
 from __future__ import annotations
 
+from .decision import Decision, Evidence
 from .errors import (
     DuplicateExtractor,
     IFCError,
@@ -40,8 +42,6 @@ from .extract import (
 from .labels import ENDORSED, REVOKED, TRUSTED, UNTRUSTED, label_graph, own_labels, source_matches
 from .policy import (
     MODES,
-    Decision,
-    Evidence,
     SinkSpec,
     declared_sinks,
     decide,

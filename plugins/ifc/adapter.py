@@ -20,25 +20,54 @@ observations left in the state are the vetted ones, and identifiers the task
 legitimately read from them (the IBAN on a bill the user asked to pay) pass.
 
 Interceptors fail closed: an error in deciding propagates to the run.
+
+What the interceptor reads of the recording is :class:`RecordedSessions`
+(whether a session was recorded, and its provenance graph) and a
+:class:`Hasher` (keyed hashes for span events); the facade hands over its
+pieces (:class:`SessionGraphs`), never itself.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Callable, Iterable, MutableMapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from langchain_core.messages import ToolMessage
 from opentelemetry import trace
 
 from unsee.middleware.context import current_session
+from unsee.middleware.graph import ProvenanceGraph
 from unsee.middleware.records import ArtifactType
 from unsee.middleware.tools import not_executed
 
-from .policy import Decision, SinkSpec, declared_sinks, evaluate, parse_sinks
+from .decision import Decision
+from .policy import SinkSpec, declared_sinks, evaluate, parse_sinks
 
 EVENT = "unsee.ifc.decision"
+
+
+class RecordedSessions(Protocol):
+    """The recorded sessions the interceptor decides on."""
+
+    def has_session(self, session_id: str) -> bool: ...
+    def graph(self, session_id: str) -> ProvenanceGraph: ...
+
+
+class Hasher(Protocol):
+    """The keyed hash span events carry instead of an identifier."""
+
+    def hash(self, text: str) -> str: ...
+
+
+@dataclass(frozen=True)
+class SessionGraphs:
+    """A :class:`RecordedSessions` made of two functions (what a facade hands over)."""
+
+    has_session: Callable[[str], bool]
+    graph: Callable[[str], ProvenanceGraph]
 
 
 class Endorser(Protocol):
@@ -105,10 +134,11 @@ class BoundedLRU(MutableMapping):
 
 
 class IFCInterceptor:
-    def __init__(self, u: Any, sinks: Iterable[SinkSpec | str] = (), *, mode: str = "block",
-                 trusted_sources: Iterable[str] = (), reset_at_trusted_sources: bool = True,
+    def __init__(self, sessions: RecordedSessions, hasher: Hasher, sinks: Iterable[SinkSpec | str] = (), *,
+                 mode: str = "block", trusted_sources: Iterable[str] = (), reset_at_trusted_sources: bool = True,
                  endorse: Endorser | None = None):
-        self.u = u
+        self.sessions = sessions
+        self.hasher = hasher
         self.endorser: Endorser | None = None
         self.set_endorser(endorse)
         self.sinks = tuple(parse_sinks(list(sinks)))
@@ -149,9 +179,9 @@ class IFCInterceptor:
         if not sinks:
             return None
         thread, _ = current_session()
-        if not self.u.store.has_session(thread):
+        if not self.sessions.has_session(thread):
             return None
-        graph = self.u.graph(thread)
+        graph = self.sessions.graph(thread)
         revoked = self.revoked(thread) | self.revoked(graph.session_id or thread)
         name, args = request.tool_call.get("name", ""), request.tool_call.get("args", {}) or {}
 
@@ -166,7 +196,7 @@ class IFCInterceptor:
             endorsed = frozenset(self.endorser.endorsed(thread, graph, asked)) & frozenset(asked)
             if endorsed:
                 decision = run(endorsed)
-        trace.get_current_span().add_event(EVENT, decision.to_event(hash_of=self.u.hasher.hash))
+        trace.get_current_span().add_event(EVENT, decision.to_event(hash_of=self.hasher.hash))
         self.decisions.append(decision)
         return decision
 
@@ -180,7 +210,7 @@ class IFCInterceptor:
         if decision.action == "ask":
             from langgraph.types import interrupt
 
-            answer = interrupt({"unsee_ifc": decision.to_event(hash_of=self.u.hasher.hash),
+            answer = interrupt({"unsee_ifc": decision.to_event(hash_of=self.hasher.hash),
                                 "reason": decision.reason})
             return None if answer in (True, "approve", "yes") else self._blocked(request, decision)
         return self._blocked(request, decision)

@@ -7,12 +7,9 @@ blocked call) so callers that do not know unsee can still catch them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from unsee.middleware.errors import UnseeError
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .policy import Decision
+from .decision import Decision
 
 
 class IFCError(UnseeError):
@@ -63,9 +60,9 @@ class PolicyViolation(IFCError, PermissionError):
     """A tool call was blocked by the IFC policy; carries the full decision.
 
     Raised by adapters (the pure ``decide`` never raises for a violation, it
-    returns a :class:`~unsee.plugins.ifc.policy.Decision`).
+    returns a :class:`~unsee.plugins.ifc.decision.Decision`).
     """
 
-    def __init__(self, decision: "Decision"):
+    def __init__(self, decision: Decision):
         super().__init__(decision.reason)
         self.decision = decision

@@ -30,13 +30,13 @@ from typing import Any, Literal
 
 from unsee.middleware.graph import ProvenanceGraph
 
+from .decision import ALLOW, Decision, Evidence
 from .errors import InvalidMode, InvalidSinkSpec
 from .extract import ExtractorRegistry, _alnum, default_registry, extract, match_key, prepare
 from .labels import ENDORSED, REVOKED, UNTRUSTED, is_restricted, is_trusted, label_graph
 
 Mode = Literal["block", "ask", "audit"]
 MODES: tuple[str, ...] = ("block", "ask", "audit")
-ALLOW = "allow"
 
 #: keys shorter than this are not matched separator-blind (too many accidental hits)
 MIN_KEY_LENGTH = 6
@@ -126,78 +126,7 @@ def declared_sinks(tool: Any, name: str | None = None) -> tuple[SinkSpec, ...]:
     return tuple(SinkSpec(tool_name, a) for a in marks)
 
 
-# -- decisions ----------------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class Evidence:
-    """An artifact that introduced a matched identifier, with its labels."""
-
-    artifact_id: str
-    labels: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """What the policy decided for one tool call, and why.
-
-    ``args`` are the sink arguments whose values carried a matched identifier
-    (all sink arguments checked, when allowed); ``identifier`` is the first
-    matched identifier (normalized), ``identifiers`` all of them; ``reason``
-    is written for the model (an error tool message) and for people; it never
-    repeats the identifier (see ``identifiers``).
-    ``endorsements`` are the endorsed observations that vouched for an
-    identifier in a sink that untrusted data also carried (why it passed).
-    """
-
-    action: str
-    tool: str
-    args: tuple[str, ...]
-    identifier: str | None
-    identifiers: tuple[str, ...]
-    evidence: tuple[Evidence, ...]
-    reason: str
-    mode: str = "block"
-    endorsements: tuple[Evidence, ...] = ()
-
-    @property
-    def allowed(self) -> bool:
-        """Whether the real tool may run now (``allow`` and ``audit``)."""
-        return self.action in (ALLOW, "audit")
-
-    @property
-    def flagged(self) -> bool:
-        """Whether a sink carried a policed identifier (every action except ``allow``)."""
-        return self.action != ALLOW
-
-    @property
-    def labels(self) -> tuple[str, ...]:
-        return tuple(sorted({lbl for e in self.evidence for lbl in e.labels}))
-
-    @property
-    def artifact_ids(self) -> tuple[str, ...]:
-        return tuple(e.artifact_id for e in self.evidence)
-
-    def to_event(self, hash_of: Callable[[str], str] | None = None) -> dict[str, Any]:
-        """Attributes of the span event recording this decision.
-
-        No payload text: the identifier appears only as ``hash_of(identifier)``
-        when a (keyed) hash function is given.
-        """
-        attrs: dict[str, Any] = {
-            "unsee.ifc.action": self.action,
-            "unsee.ifc.mode": self.mode,
-            "unsee.ifc.tool": self.tool,
-            "unsee.ifc.sinks": [f"{self.tool}.{a}" for a in self.args],
-            "unsee.ifc.evidence": list(self.artifact_ids),
-            "unsee.ifc.labels": list(self.labels),
-            "unsee.ifc.identifiers": len(self.identifiers),
-        }
-        if hash_of is not None and self.identifiers:
-            attrs["unsee.ifc.identifier_hashes"] = [hash_of(i) for i in self.identifiers]
-        if self.endorsements:
-            attrs["unsee.ifc.endorsed"] = [e.artifact_id for e in self.endorsements]
-        return attrs
-
+# -- deciding -----------------------------------------------------------------
 
 def _check_mode(mode: str) -> str:
     if mode not in MODES:

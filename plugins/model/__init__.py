@@ -4,7 +4,7 @@ Public API (imported lazily so ``import unsee.plugins.model`` stays cheap and
 never touches torch or CUDA):
 
 - :func:`load_runtime` (``.loader``) — ``"cpu" | "exllamav2" | "auto" | <folder>``
-- :class:`LocalRuntime`, :class:`SamplingParams`, :class:`DecodeResult` (``.runtime``)
+- :class:`LocalRuntime`, :class:`DecodeResult` (``.runtime``), :class:`SamplingParams` (``.sampling_params``)
 - :class:`LocalChatModel` (``.chat_model``) — LangChain chat model with per-session caches
 - :func:`seed_for` (``.sampling``), :func:`ensure_converted` (``.convert``)
 - errors in ``.errors``
@@ -18,10 +18,10 @@ from typing import Any
 _EXPORTS = {
     "load_runtime": ".loader",
     "LocalRuntime": ".runtime",
-    "SamplingParams": ".runtime",
+    "SamplingParams": ".sampling_params",
     "DecodeResult": ".runtime",
     "RuntimeCounters": ".runtime",
-    "GREEDY": ".runtime",
+    "GREEDY": ".sampling_params",
     "LocalChatModel": ".chat_model",
     "tool_call_id": ".chat_model",
     "SessionPool": ".sessions",

@@ -54,8 +54,8 @@ from .grammar import (
     partial_call_name,
 )
 from .prompting import to_chat_messages
-from .runtime import SamplingParams
 from .sampling import seed_for
+from .sampling_params import SamplingParams
 from .sessions import SessionPool
 
 

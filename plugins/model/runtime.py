@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 from .errors import CacheRangeError
+from .sampling_params import GREEDY, SamplingParams
 
 
 @runtime_checkable
@@ -41,22 +42,6 @@ class LogitsProcessor(Protocol):
     def accept(self, token: int) -> None: ...
 
     def is_terminated(self) -> bool: ...
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    """How to pick the next token. ``temperature == 0`` is greedy (argmax)."""
-
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature <= 0.0
-
-
-GREEDY = SamplingParams()
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from .runtime import SamplingParams
+from .sampling_params import SamplingParams
 
 _SEED_MASK = (1 << 63) - 1
 

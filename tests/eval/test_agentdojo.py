@@ -5,7 +5,8 @@ import pytest
 
 pytest.importorskip("agentdojo")
 
-from unsee.plugins.eval.bench import run_bench
+from unsee import Unsee
+from unsee.plugins.eval import make_app, run_bench
 
 PAIRS = {
     "banking": (["user_task_0", "user_task_3", "user_task_4"],
@@ -19,7 +20,8 @@ _cache: dict = {}
 def bench(suite, defense, verdict="sync"):
     if (suite, defense, verdict) not in _cache:
         uts, its = PAIRS[suite]
-        _cache[suite, defense, verdict] = run_bench(suite, defense, uts, its, progress=False, verdict=verdict)
+        _cache[suite, defense, verdict] = run_bench(suite, defense, uts, its, progress=False, verdict=verdict,
+                                                     unsee=Unsee)
     return _cache[suite, defense, verdict]
 
 
@@ -69,19 +71,20 @@ def test_late_verdicts_forget_after_the_run(suite):
 
 def test_unknown_task_ids_are_clear_errors():
     with pytest.raises(ValueError, match="unknown user task 'user_task_999'"):
-        run_bench("banking", "none", ["user_task_999"], [], progress=False)
+        run_bench("banking", "none", ["user_task_999"], [], progress=False, unsee=Unsee)
     with pytest.raises(ValueError, match="unknown injection task"):
-        run_bench("slack", "none", ["user_task_1"], ["injection_task_0"], progress=False)
+        run_bench("slack", "none", ["user_task_1"], ["injection_task_0"], progress=False, unsee=Unsee)
     with pytest.raises(ValueError, match="verdict"):
-        run_bench("slack", "none", ["user_task_1"], [], progress=False, verdict="soon")
+        run_bench("slack", "none", ["user_task_1"], [], progress=False, verdict="soon", unsee=Unsee)
 
 
 def test_local_model_runs_a_suite_task(tmp_path):
     # the local CPU model (SmolLM2, steered to call tools) on one banking task, no injection, under IFC
     from agentdojo.task_suite.load_suites import get_suites
-    from unsee import ArtifactType, Unsee
+    from unsee import ArtifactType
 
-    r = run_bench("banking", "ifc", ["user_task_0"], [], progress=False, model="local", home=tmp_path)
+    r = run_bench("banking", "ifc", ["user_task_0"], [], progress=False, model="local", home=tmp_path,
+                  unsee=Unsee)
     assert r["model"] == "local" and r["summary"]["clean_runs"] == 1 and r["summary"]["errors"] == 0
     u = Unsee(home=tmp_path)
     try:
@@ -98,7 +101,8 @@ def test_cli_writes_json(tmp_path):
     import json
 
     from typer.testing import CliRunner
-    from unsee.plugins.eval.cli import app
+
+    app = make_app(Unsee)
 
     out = tmp_path / "r.json"
     res = CliRunner().invoke(app, ["agentdojo", "--suite", "banking", "--defense", "ifc", "--limit", "1",
@@ -111,7 +115,8 @@ def test_cli_writes_json(tmp_path):
 
 def test_cli_rejects_unknown_tasks_and_settings():
     from typer.testing import CliRunner
-    from unsee.plugins.eval.cli import app
+
+    app = make_app(Unsee)
 
     for args in (["--user-task", "user_task_999"], ["--verdict", "soon"], ["--model", "gpt-9"]):
         res = CliRunner().invoke(app, ["agentdojo", "--suite", "banking", *args])

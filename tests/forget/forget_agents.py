@@ -13,7 +13,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
-from unsee.scripted import ScriptedChatModel, call_id
+from unsee.plugins.eval import ScriptedChatModel, call_id
 
 SECRET = "4417-2231"
 FIRED: list[dict] = []  # real firings of the external tool, across the test session

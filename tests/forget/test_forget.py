@@ -192,6 +192,47 @@ def test_editing_baselines_run(tmp_path, strategy):
         assert SECRET not in live
 
 
+def _messages(agent):
+    return agent.get_state({"configurable": {"thread_id": "s"}}).values["messages"]
+
+
+def test_b1_deletes_the_entry_record_only(tmp_path):
+    u, agent, store = record(tmp_path, "B1x", "tool_return")
+    entry = u.graph("s").locate(SECRET).artifact_id
+    assert SECRET in u.store.content("s", entry)
+    live_before = state_of(agent, store, "s")
+    others_before = {a: c for a, c in u.store.contents("s").items() if a != entry}
+    report = u.forget("s", RevocationEvent(target=SECRET), "B1")
+    assert report.strategy == "B1" and report.committed
+    assert u.store.content("s", entry) is None  # the entry's recorded content is gone from the vault
+    assert {a: c for a, c in u.store.contents("s").items() if a != entry} == others_before
+    assert state_of(agent, store, "s") == live_before  # the live state is unchanged: it still holds z
+    assert SECRET in json.dumps(live_before)
+
+
+def test_b3_redacts_the_entry_only(tmp_path):
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    u, agent, store = record(tmp_path, "B3x", "tool_return")
+    entry = u.graph("s").locate(SECRET).artifact_id
+    before = {m.id: m for m in _messages(agent)}
+    (tau_msg,) = [m for m in before.values() if isinstance(m, ToolMessage) and m.content.startswith("ticket T1")]
+    assert SECRET in tau_msg.content
+    report = u.forget("s", RevocationEvent(target=SECRET), "B3")
+    assert report.strategy == "B3" and report.committed
+    after = {m.id: m for m in _messages(agent)}
+    assert list(after) == list(before)  # same messages, same order: only edited in place
+    assert after[tau_msg.id].content == tau_msg.content.replace(SECRET, "")  # the entry message is redacted
+    assert SECRET not in u.store.content("s", entry) and "ticket T1: card" in u.store.content("s", entry)
+    # derived artifacts still hold the target: the reply that quoted it, the refund's arguments and return
+    derived = [m for i, m in after.items() if i != tau_msg.id and SECRET in json.dumps(m.model_dump(), default=str)]
+    assert any(isinstance(m, AIMessage) and SECRET in str(m.content) for m in derived)
+    assert any(SECRET in c["args"].get("reason", "") for m in derived for c in getattr(m, "tool_calls", []))
+    assert any(isinstance(m, ToolMessage) and "refund of A7" in m.content for m in derived)
+    assert all(after[i] == m for i, m in before.items() if i != tau_msg.id)  # nothing else changed
+    assert any(SECRET in c for a, c in u.store.contents("s").items() if a != entry)  # derived records too
+
+
 def test_forget_waits_for_a_running_agent(tmp_path):
     from unsee.middleware.errors import SessionBusy
 
@@ -212,7 +253,7 @@ def _sandbox_agent(u, checkpointer=None):
     from langchain_core.messages import AIMessage, ToolMessage
 
     from forget_agents import policy as base_policy
-    from unsee.scripted import ScriptedChatModel, call_id
+    from unsee.plugins.eval import ScriptedChatModel, call_id
 
     def policy(messages, tools):
         last = messages[-1]

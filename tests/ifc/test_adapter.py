@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from unsee import RevocationEvent, Unsee
-from unsee.scripted import ScriptedChatModel, call_id
+from unsee.plugins.eval import ScriptedChatModel, call_id
 
 ATTACKER = "DE89 3704 0044 0532 0130 00"
 FRIEND = "GB82 WEST 1234 5698 7654 32"

@@ -24,7 +24,7 @@ from unsee import Unsee
 from unsee.middleware import export as export_mod
 from unsee.middleware.errors import ExportError, InvalidArgument, SessionNotFound
 from unsee.middleware.records import ArtifactType
-from unsee.scripted import ScriptedChatModel, call_id
+from unsee.plugins.eval import ScriptedChatModel, call_id
 
 SECRET = "4417-2231"
 SYSTEM_PROMPT = "You are the export-test support bot."
@@ -344,23 +344,17 @@ def test_unknown_session_is_session_not_found(recorded, tmp_path):
     assert issubclass(SessionNotFound, LookupError)
 
 
-def test_grpc_endpoint_through_facade_uses_grpc_exporter(recorded, monkeypatch):
-    """``export.export_otlp`` picks gRPC for grpc:// and :4317 when no protocol is given;
-    ``Unsee.export_otlp`` must not defeat that auto-detection."""
-    used = []
-
-    class FakeExporter:
-        def export(self, spans):
-            from opentelemetry.sdk.trace.export import SpanExportResult
-            return SpanExportResult.SUCCESS
-
-        def shutdown(self):
-            pass
-
-    def spy(endpoint, protocol, timeout):
-        used.append(protocol)
-        return FakeExporter()
-
-    monkeypatch.setattr(export_mod, "_exporter", spy)
-    recorded["u"].export_otlp(SESSION, "grpc://127.0.0.1:4317", timeout=1)
-    assert used[0] in (None, "grpc"), f"facade forced protocol={used[0]!r} for a grpc:// endpoint"
+@pytest.mark.parametrize("scheme", ["grpc", "http-on-4317"])
+def test_grpc_endpoint_through_facade_sends_over_grpc(recorded, grpc_receiver, scheme):
+    """``grpc://`` (and port 4317 with no protocol) goes over gRPC: a gRPC-only receiver gets every span."""
+    if scheme == "grpc":
+        receiver = grpc_receiver(0)
+        endpoint = f"grpc://127.0.0.1:{receiver.port}"
+    else:
+        try:
+            receiver = grpc_receiver(4317)
+        except pytest.fail.Exception:
+            pytest.skip("port 4317 is taken here")
+        endpoint = "http://127.0.0.1:4317"
+    sent = recorded["u"].export_otlp(SESSION, endpoint, timeout=10)
+    assert sent == len(recorded["rows"]) and receiver.spans == sent

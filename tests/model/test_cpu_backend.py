@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
@@ -69,15 +68,15 @@ def test_seeded_sampling_is_reproducible(cpu_runtime, reference):
     assert rt.decode(12, sampling=params, seed=seed_for("sess", 3), stop_token_ids=()).tokens == a
 
 
-def test_crop_is_constant_time(cpu_runtime):
+def test_crop_keeps_the_prefix_and_frees_the_rest(cpu_runtime):
+    """Crop cost is measured by benchmarks/bench_model.py (flat from 256 to 8k tokens), not timed here:
+    a wall-clock bound fails on a busy machine. Here: what crop keeps and drops."""
     rt = cpu_runtime.spawn()
     rt.prefill(list(range(100, 1124)))  # 1k tokens
-    times = []
+    tokens = list(range(100, 1124))
     for cut in (1000, 900, 500, 10):
-        t0 = time.perf_counter()
         rt.crop(cut)
-        times.append(time.perf_counter() - t0)
-    assert max(times) < 0.005
+        assert rt.length == cut and list(rt.tokens) == tokens[:cut]
 
 
 def test_counters_and_tokenizer(cpu_runtime):

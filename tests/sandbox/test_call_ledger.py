@@ -1,4 +1,4 @@
-"""The call ledger: ids, modes, the outbox, crash safety, concurrency."""
+"""The call ledger: ids, the outbox, crash safety, concurrency."""
 
 from __future__ import annotations
 
@@ -14,15 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from unsee.sandbox import CallFailed, CallInDoubt
-from unsee.sandbox.ledger import (
-    Deferred,
-    Ledger,
-    Pass,
-    canonical_json,
-    current_mode,
-    execution_mode,
-    make_call_id,
-)
+from unsee.sandbox.ledger import Ledger, canonical_json, make_call_id
 
 
 @pytest.fixture
@@ -78,62 +70,28 @@ def test_occurrence_counts_identical_calls(ledger):
     assert [r.occurrence for r in ledger.calls(session="s")] == [0, 1]
 
 
-# -- modes -----------------------------------------------------------------------------
+# -- effects ---------------------------------------------------------------------------
 
 
-def test_mode_contextvar():
-    assert current_mode() == "live"
-    with execution_mode("replay"):
-        assert current_mode() == "replay"
-        with execution_mode("shadow"):
-            assert current_mode() == "shadow"
-        assert current_mode() == "replay"
-    assert current_mode() == "live"
-    with pytest.raises(ValueError):
-        with execution_mode("dry-run"):  # type: ignore[arg-type]
-            pass
-
-
-def test_external_fires_once_across_replay_and_shadow(ledger):
+def test_external_fires_once_per_call_key(ledger):
     c = Counter()
     first = ledger.run("s", "pay", {"amount": 5}, c("paid"), effect="external")
     assert first.disposition == "fired" and c.n == 1
-    for mode in ("replay", "shadow", "live"):
-        with execution_mode(mode):
-            again = ledger.run("s", "pay", {"amount": 5}, c("paid"), effect="external")
-        assert again.disposition == "replayed"
-        assert again.call_id == first.call_id
-        assert again.value == first.value
-    assert c.n == 1
-
-
-def test_new_external_call_in_replay_is_deferred(ledger):
-    c = Counter()
-    for mode in ("replay", "shadow"):
-        with execution_mode(mode):
-            out = ledger.run("s", "pay", {"amount": 9}, c(), effect="external")
-        assert out.disposition == "deferred"
-        assert isinstance(out.value, Deferred) and out.value.mode == mode
-        assert "not fired" in str(out.value)
-        assert out.unwrap() is out.value
-    assert c.n == 0
-    (rec,) = ledger.calls(session="s")
-    assert rec.status == "deferred"
-    # the live world may fire it later, once
-    assert ledger.run("s", "pay", {"amount": 9}, c(), effect="external").disposition == "fired"
-    assert ledger.run("s", "pay", {"amount": 9}, c(), effect="external", occurrence=0).disposition == "replayed"
+    again = ledger.run("s", "pay", {"amount": 5}, c("paid"), effect="external", occurrence=0)
+    assert again.disposition == "replayed"
+    assert again.call_id == first.call_id
+    assert again.value == first.value
     assert c.n == 1
 
 
 def test_read_and_write_effects_always_execute(ledger):
     c = Counter()
     ledger.run("s", "ls", {}, c(), effect="read")
-    with execution_mode("replay"):
-        out = ledger.run("s", "ls", {}, c(), effect="read")
-        ledger.run("s", "touch", {"p": "a"}, c(), effect="write")
+    out = ledger.run("s", "ls", {}, c(), effect="read", occurrence=0)  # same call key: executed again
+    ledger.run("s", "touch", {"p": "a"}, c(), effect="write")
     assert out.disposition == "executed" and c.n == 3
     recs = ledger.calls(session="s")
-    assert [(r.tool, r.mode, r.status) for r in recs] == [("ls", "live", "done")]  # replay runs not recorded
+    assert [(r.tool, r.status, r.attempts) for r in recs] == [("ls", "done", 2), ("touch", "done", 1)]
 
 
 def test_failed_call_is_recorded_and_not_refired(ledger):
@@ -168,15 +126,12 @@ def test_persistent_across_instances(tmp_path):
         assert b._conn().execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def test_seeded_pass_for_mid_session_replay(ledger):
+def test_explicit_occurrence_names_the_nth_identical_call(ledger):
     c = Counter()
     ledger.run("s", "ping", {}, c(), effect="external")
     ledger.run("s", "ping", {}, c(), effect="external")
-    p = Pass()
-    p.seed("s", "ping", {}, 1)  # the replay starts after the first ping
-    with execution_mode("replay", occurrences=p):
-        out = ledger.run("s", "ping", {}, c(), effect="external")
-    assert out.disposition == "replayed" and out.value["n"] == 2
+    out = ledger.run("s", "ping", {}, c(), effect="external", occurrence=1)  # the second ping
+    assert out.disposition == "replayed" and out.value["n"] == 2 and c.n == 2
 
 
 # -- crash safety ----------------------------------------------------------------------
@@ -226,9 +181,8 @@ def test_crash_after_fire_is_in_doubt_never_refired(tmp_path):
 
     with Ledger(db) as led:
         assert led.integrity_ok()
-        for mode in ("live", "replay"):
-            with execution_mode(mode):
-                out = led.run("sess", "transfer", {"amount": 100}, fire, effect="external")
+        for _ in range(2):
+            out = led.run("sess", "transfer", {"amount": 100}, fire, effect="external", occurrence=0)
             assert out.disposition == "in_doubt"
             with pytest.raises(CallInDoubt):
                 out.unwrap()

@@ -1,12 +1,13 @@
-"""Replaying a recorded write sequence from a snapshot reproduces the same
-filesystem, on every backend; the external effects in it fire once."""
+"""Re-running a recorded write sequence from a snapshot (a retry in a new
+process: a new Ledger on the same file) reproduces the same filesystem, on
+every backend; the external effects in it fire once."""
 
 from __future__ import annotations
 
 import pytest
 
 from unsee.sandbox import FILES, SNAPSHOT, PathNotFound
-from unsee.sandbox.ledger import Ledger, execution_mode
+from unsee.sandbox.ledger import Ledger
 
 # A recorded session: (tool, args). Writes, overwrites, deletions, modes, and
 # one external call in the middle.
@@ -63,18 +64,18 @@ def test_replay_from_snapshot_reproduces_filesystem(env, tmp_path):
 
     env.write_file("seed.txt", b"drift after the session")
     env.restore(start)
-    with execution_mode("replay"):
-        replayed = play(env, ledger, "sess", outbox)
+    with Ledger(ledger.path) as retry:  # a new process: the call ids start again
+        replayed = play(env, retry, "sess", outbox)
     assert fs_state(env) == original
     assert replayed.count("replayed") == 1 and "fired" not in replayed
     assert len(outbox) == 1  # the notification went out once
 
-    # a shadow replay from the same snapshot agrees too, and leaves env alone
+    # a re-run in a shadow restored to the same snapshot agrees too, and leaves env alone
     env.write_file("seed.txt", b"live state")
     with env.shadow() as sh:
         sh.restore(start)
-        with execution_mode("shadow"):
-            play(sh, ledger, "sess", outbox)
+        with Ledger(ledger.path) as retry:
+            play(sh, retry, "sess", outbox)
         assert fs_state(sh) == original
     assert env.read_file("seed.txt") == b"live state"
     assert len(outbox) == 1

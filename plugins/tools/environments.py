@@ -21,9 +21,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from unsee.sandbox.base import Environment, SnapshotId
-
-from .context import current_session, logical_session
+from unsee.middleware.context import current_session, logical_session
+from unsee.sandbox import Environment, SnapshotId
 
 log = logging.getLogger("unsee.environments")
 

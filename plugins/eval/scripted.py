@@ -1,6 +1,7 @@
 """A scripted chat model: a policy function instead of a neural network.
 
-For tests and for demos on machines without the local model. Its output is a
+For tests, evaluations (the AgentDojo adapter's injection-following agent)
+and demos on machines without the local model. Its output is a
 pure function of the conversation (deterministic), it supports ``bind_tools``
 and parallel tool calls, and it says what it is in ``_llm_type`` so recorded
 spans name it (gen_ai.provider.name = "scripted").
@@ -17,6 +18,8 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict
+
+__all__ = ["Policy", "ScriptedChatModel", "call_id"]
 
 Policy = Callable[[Sequence[BaseMessage], Sequence[str]], AIMessage]
 

@@ -1,0 +1,210 @@
+"""The tables of the provenance store and the vault, and how records map to rows.
+
+``provenance.sqlite`` holds sessions, artifacts, checkpoints, the spans they
+came from (for export) and the forget commit journal; ``vault.sqlite`` holds
+payload text keyed by artifact id and the memory-store write journal, in its
+own file so it can be erased without touching structure.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .records import Artifact, ArtifactType, Checkpoint, CheckpointKind
+from .store_files import STORE_VERSION
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+  session_id TEXT PRIMARY KEY,
+  created_ns INTEGER NOT NULL,
+  updated_ns INTEGER NOT NULL,
+  incomplete INTEGER NOT NULL DEFAULT 0,
+  failures INTEGER NOT NULL DEFAULT 0,
+  tokenizer TEXT,
+  meta TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS artifacts (
+  session_id TEXT NOT NULL,
+  id TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  type TEXT NOT NULL,
+  parents TEXT NOT NULL,
+  source_ids TEXT NOT NULL,
+  token_start INTEGER NOT NULL,
+  token_end INTEGER NOT NULL,
+  turn INTEGER NOT NULL,
+  step INTEGER NOT NULL,
+  committed INTEGER NOT NULL,
+  content_hash TEXT NOT NULL,
+  labels TEXT NOT NULL,
+  attrs TEXT NOT NULL,
+  trace_id TEXT,
+  span_id TEXT,
+  PRIMARY KEY (session_id, id)
+);
+CREATE INDEX IF NOT EXISTS artifacts_seq ON artifacts(session_id, seq);
+CREATE TABLE IF NOT EXISTS checkpoints (
+  session_id TEXT NOT NULL,
+  id TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  step INTEGER NOT NULL,
+  turn INTEGER NOT NULL,
+  token_offset INTEGER NOT NULL,
+  cache_handle TEXT,
+  env_snapshot_id TEXT,
+  prompt_manifest TEXT NOT NULL,
+  langgraph_checkpoint_id TEXT,
+  created_ns INTEGER NOT NULL,
+  langgraph_thread_id TEXT,
+  PRIMARY KEY (session_id, id)
+);
+CREATE TABLE IF NOT EXISTS spans (
+  session_id TEXT NOT NULL,
+  trace_id TEXT NOT NULL,
+  span_id TEXT NOT NULL,
+  parent_span_id TEXT,
+  name TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  start_ns INTEGER NOT NULL,
+  end_ns INTEGER NOT NULL,
+  attributes TEXT NOT NULL,
+  events TEXT NOT NULL,
+  links TEXT NOT NULL,
+  status_code TEXT NOT NULL,
+  status_description TEXT,
+  resource TEXT NOT NULL,
+  scope TEXT NOT NULL,
+  PRIMARY KEY (trace_id, span_id)
+);
+CREATE INDEX IF NOT EXISTS spans_session ON spans(session_id, start_ns);
+CREATE TABLE IF NOT EXISTS commits (
+  event_id TEXT PRIMARY KEY,
+  session_id TEXT NOT NULL,
+  scratch_id TEXT NOT NULL,
+  since_ns INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  created_ns INTEGER NOT NULL,
+  payload TEXT
+);
+"""
+
+VAULT_SCHEMA = """
+CREATE TABLE IF NOT EXISTS content (
+  session_id TEXT NOT NULL,
+  artifact_id TEXT NOT NULL,
+  content TEXT NOT NULL,
+  PRIMARY KEY (session_id, artifact_id)
+);
+CREATE TABLE IF NOT EXISTS store_journal (
+  session_id TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  namespace TEXT NOT NULL,
+  key TEXT NOT NULL,
+  old_value TEXT,
+  new_value TEXT,
+  PRIMARY KEY (session_id, seq, namespace, key)
+);
+"""
+
+
+def create_schema(conn: sqlite3.Connection, schema: str, tables: frozenset[str]) -> None:
+    """Make the tables and stamp the version in one transaction (no half-made store)."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    found = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if version == STORE_VERSION and tables <= found:
+        return
+    conn.executescript(f"BEGIN IMMEDIATE;\n{schema}\nPRAGMA user_version={STORE_VERSION};\nCOMMIT;")
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    return conn
+
+
+@dataclass
+class SpanRow:
+    """One finished span as stored (what export sends on)."""
+
+    session_id: str
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    name: str
+    kind: str
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, Any]
+    events: list[dict[str, Any]]
+    links: list[dict[str, Any]]
+    status_code: str
+    status_description: str | None
+    resource: dict[str, Any]
+    scope: str
+
+
+def span_row(s: SpanRow) -> tuple:
+    return (
+        s.session_id, s.trace_id, s.span_id, s.parent_span_id, s.name, s.kind,
+        s.start_ns, s.end_ns, json.dumps(s.attributes), json.dumps(s.events),
+        json.dumps(s.links), s.status_code, s.status_description,
+        json.dumps(s.resource), s.scope,
+    )
+
+
+def span_from_row(r: tuple) -> SpanRow:
+    return SpanRow(
+        r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], json.loads(r[8]),
+        json.loads(r[9]), json.loads(r[10]), r[11], r[12], json.loads(r[13]), r[14],
+    )
+
+
+ARTIFACT_COLS = (
+    "session_id", "id", "seq", "type", "parents", "source_ids", "token_start", "token_end", "turn", "step",
+    "committed", "content_hash", "labels", "attrs", "trace_id", "span_id",
+)
+CHECKPOINT_COLS = (
+    "session_id", "id", "seq", "kind", "step", "turn", "token_offset", "cache_handle", "env_snapshot_id",
+    "prompt_manifest", "langgraph_checkpoint_id", "created_ns", "langgraph_thread_id",
+)
+
+
+def artifact_row(a: Artifact) -> tuple:
+    return (
+        a.session_id, a.id, a.seq, a.type.value, json.dumps(list(a.parents)),
+        json.dumps(list(a.source_ids)), a.token_span[0], a.token_span[1], a.turn, a.step,
+        int(a.committed), a.content_hash, json.dumps(list(a.labels)), json.dumps(a.attrs),
+        a.trace_id, a.span_id,
+    )
+
+
+def artifact_from_row(r: tuple) -> Artifact:
+    return Artifact(
+        session_id=r[0], id=r[1], seq=r[2], type=ArtifactType(r[3]), parents=tuple(json.loads(r[4])),
+        source_ids=tuple(json.loads(r[5])), token_span=(r[6], r[7]), turn=r[8], step=r[9],
+        committed=bool(r[10]), content_hash=r[11], labels=tuple(json.loads(r[12])),
+        attrs=json.loads(r[13]), trace_id=r[14], span_id=r[15],
+    )
+
+
+def checkpoint_row(c: Checkpoint) -> tuple:
+    return (
+        c.session_id, c.id, c.seq, c.kind.value, c.step, c.turn, c.token_offset, c.cache_handle,
+        c.env_snapshot_id, json.dumps(list(c.prompt_manifest)), c.langgraph_checkpoint_id, c.created_ns,
+        c.langgraph_thread_id,
+    )
+
+
+def checkpoint_from_row(r: tuple) -> Checkpoint:
+    return Checkpoint(
+        session_id=r[0], id=r[1], seq=r[2], kind=CheckpointKind(r[3]), step=r[4], turn=r[5],
+        token_offset=r[6], cache_handle=r[7], env_snapshot_id=r[8],
+        prompt_manifest=tuple(json.loads(r[9])), langgraph_checkpoint_id=r[10], created_ns=r[11],
+        langgraph_thread_id=r[12],
+    )

@@ -1,0 +1,84 @@
+"""The atomic commit of a replay: the counterfactual becomes the session's state.
+
+Roll-forward from a journal row written first (``commit``): a crash before
+it leaves the old state; a crash after it is finished by ``finish_commit``
+(idempotent), which the operator runs for every pending commit of a session
+before anything else. ``abandon`` drops a replay that is not committed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.messages import RemoveMessage
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+from unsee.middleware.memory import StoreOverlay
+
+from . import faults
+from .event import RevocationEvent
+from .plan import ReplayPlan
+from .ports import ForgetContext
+from .thread import recording_store, thread_cfg
+
+if TYPE_CHECKING:
+    from .replay import ReplayOutcome
+
+
+def _overlay_payload(overlay: StoreOverlay | None) -> list:
+    if overlay is None:
+        return []
+    return [[list(ns), key, value] for (ns, key), value in overlay.view.items()]
+
+
+def commit(ctx: ForgetContext, agent: Any, plan: ReplayPlan, outcome: ReplayOutcome,
+           event: RevocationEvent) -> None:
+    """Replace the session's state, store items and records with the counterfactual ones."""
+    session = plan.session_id
+    ctx.records.begin_commit(event.event_id, session, outcome.scratch, outcome.since_ns,
+                             payload=json.dumps({"overlay": _overlay_payload(outcome.overlay),
+                                                 "fork_seq": plan.fork_seq}))
+    faults.point("commit:begin")
+    finish_commit(ctx, agent, session, event.event_id)
+
+
+def abandon(ctx: ForgetContext, outcome: ReplayOutcome) -> None:
+    """Drop a replay that is not committed (its overlay and sandbox shadow)."""
+    if outcome.store is not None:
+        outcome.store.end_overlay(outcome.scratch)
+    if ctx.environments is not None:
+        ctx.environments.end_replay(outcome.scratch, commit=False)
+
+
+def finish_commit(ctx: ForgetContext, agent: Any, session: str, event_id: str) -> bool:
+    """Roll a begun commit forward (idempotent). Returns False if there is none."""
+    pending = {e: (s, since, payload) for e, s, since, payload in ctx.records.pending_commits(session)}
+    if event_id not in pending:
+        return False
+    scratch, since_ns, payload = pending[event_id]
+    data = json.loads(payload or "{}")
+    cfg = thread_cfg(session)
+    snap = agent.get_state(cfg)
+    if (snap.metadata or {}).get("unsee_commit") != event_id:
+        final = agent.get_state(thread_cfg(scratch)).values
+        update = {k: v for k, v in final.items() if k != "messages"}
+        update["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *final.get("messages", [])]
+        agent.update_state({**cfg, "metadata": {"unsee_commit": event_id}}, update)
+    faults.point("commit:state")
+    store = recording_store(agent)
+    if store is not None:
+        if data.get("overlay"):
+            StoreOverlay({(tuple(ns), key): value for ns, key, value in data["overlay"]}).apply(store.inner)
+        store.end_overlay(scratch)
+    if ctx.environments is not None:
+        # The restored shadow becomes the session's sandbox (lost only if this process died).
+        ctx.environments.end_replay(scratch, commit=True)
+    ctx.records.replace_journal(session, scratch, int(data.get("fork_seq", 0)))
+    faults.point("commit:store")
+    ctx.runs.forget_state(session)
+    ctx.records.replace_session(session, scratch, event_id, since_ns)
+    faults.point("commit:records")
+    ctx.runs.forget_state(session)
+    ctx.runs.forget_state(scratch)
+    return True

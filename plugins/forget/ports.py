@@ -1,0 +1,117 @@
+"""What a forget needs from its surroundings: small protocols, one context.
+
+The forget operator never sees the ``Unsee`` facade. It is handed a
+``ForgetContext`` that bundles narrow ports, each a ``typing.Protocol`` with
+exactly the methods the operator calls (the facade's store, recorder, hasher,
+environments and local model satisfy them structurally). Parts made after the
+facade exists (the local model, the IFC interceptor) are zero-argument
+callables, read when a forget runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from unsee.middleware.graph import ProvenanceGraph
+from unsee.middleware.records import SessionInfo
+
+
+class RecordStore(Protocol):
+    """The session records (provenance + content vault) a forget forks, edits, replaces and journals."""
+
+    # content vault (the editing baselines)
+    def content(self, session_id: str, artifact_id: str) -> str | None: ...
+    def contents(self, session_id: str) -> dict[str, str]: ...
+    def set_content(self, session_id: str, artifact_id: str, content: str | None) -> None: ...
+    # fork: a scratch session holding the clean prefix
+    def clone_prefix(self, src: str, dst: str, before_seq: int) -> None: ...
+    def drop_session(self, session_id: str) -> None: ...
+    # the commit journal (roll-forward) and the replacement it finishes
+    def begin_commit(self, event_id: str, session_id: str, scratch_id: str, since_ns: int,
+                     payload: str | None = None) -> None: ...
+    def commit_state(self, event_id: str) -> str | None: ...
+    def pending_commits(self, session_id: str) -> list[tuple[str, str, int, str | None]]: ...
+    def replace_journal(self, session_id: str, scratch_id: str, since_seq: int) -> None: ...
+    def replace_session(self, session_id: str, scratch_id: str, event_id: str, since_ns: int) -> None: ...
+
+
+class SessionReader(Protocol):
+    """Sessions as recorded now (flushed): their info and provenance graph."""
+
+    def session(self, session_id: str) -> SessionInfo: ...
+    def graph(self, session_id: str) -> ProvenanceGraph: ...
+    def sessions(self) -> list[SessionInfo]: ...
+
+
+class InterceptorSlots(Protocol):
+    """Where a replay installs its interceptor for the scratch thread."""
+
+    def install(self, session_id: str, interceptor: Any) -> None: ...
+    def remove(self, session_id: str) -> None: ...
+
+
+class Runs(Protocol):
+    """The runs of the agent in this process: waited for, their agents, their cached state."""
+
+    agents: Mapping[str, Any]
+    last_agent: Any
+    interceptors: InterceptorSlots
+
+    def wait_idle(self, session_id: str, wait: bool = True) -> None: ...
+    def forget_state(self, session_id: str) -> None: ...
+
+
+class CroppableCache(Protocol):
+    """The local model's KV caches: restoring a checkpoint is cropping to its token offset."""
+
+    def restore(self, session: str, offset: int) -> int: ...
+    def session_counters(self, session: str) -> Mapping[str, int]: ...
+
+
+class SnapshotEnvironments(Protocol):
+    """Per-session sandboxes: a replay runs in a shadow restored to a snapshot; commit keeps it."""
+
+    def begin_replay(self, scratch: str, session: str, snapshot_id: str | None) -> Any: ...
+    def end_replay(self, scratch: str, commit: bool) -> None: ...
+
+
+class Revoker(Protocol):
+    """The IFC plugin's side of B8/B9: label a closure revoked."""
+
+    def revoke(self, session: str, artifact_ids: Iterable[str]) -> None: ...
+
+
+class Hasher(Protocol):
+    """The keyed hash reports carry instead of the target."""
+
+    def hash(self, text: str) -> str: ...
+
+
+def _absent() -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class SessionView:
+    """A ``SessionReader`` made of three functions (what a facade hands over)."""
+
+    session: Callable[[str], SessionInfo]
+    graph: Callable[[str], ProvenanceGraph]
+    sessions: Callable[[], list[SessionInfo]]
+
+
+@dataclass(frozen=True)
+class ForgetContext:
+    """Everything a forget touches. Built by the facade; ``cache``/``revoker`` are read late."""
+
+    records: RecordStore
+    sessions: SessionReader
+    runs: Runs
+    hasher: Hasher
+    environments: SnapshotEnvironments | None = None
+    #: the local model whose cache is cropped (None: no local model)
+    cache: Callable[[], CroppableCache | None] = _absent
+    #: the IFC interceptor (None: IFC not enabled)
+    revoker: Callable[[], Revoker | None] = _absent

@@ -1,0 +1,43 @@
+"""The counterfactual observation: the target removed, one way everywhere.
+
+``sanitize`` works on text, ``sanitize_value`` on a JSON-able value (a store
+item, tool arguments, structured message content: every string in it, keys
+included), ``sanitize_message`` on a LangChain message (content and tool call
+arguments; the id and everything else kept, so ``add_messages`` replaces it).
+The replay (o_tau without z), the editing baselines (B3, B6) and the store
+overlay all use these.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def sanitize(text: str, target: str) -> str:
+    """``text`` with every occurrence of ``target`` removed."""
+    return text.replace(target, "")
+
+
+def sanitize_value(value: Any, target: str) -> Any:
+    """A copy of a JSON-able value with ``target`` removed from every string (keys included).
+
+    Lists and tuples come back as lists (as a JSON round trip gives them);
+    other scalars are returned as they are.
+    """
+    if isinstance(value, str):
+        return sanitize(value, target)
+    if isinstance(value, dict):
+        return {(sanitize(k, target) if isinstance(k, str) else k): sanitize_value(v, target)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [sanitize_value(v, target) for v in value]
+    return value
+
+
+def sanitize_message(message: Any, target: str) -> Any:
+    """A copy of a LangChain message without ``target`` in its content or tool call arguments."""
+    update: dict[str, Any] = {"content": sanitize_value(message.content, target)}
+    tool_calls = getattr(message, "tool_calls", None)
+    if tool_calls:
+        update["tool_calls"] = [{**tc, "args": sanitize_value(tc["args"], target)} for tc in tool_calls]
+    return message.model_copy(update=update)
