@@ -12,6 +12,7 @@ import contextlib
 import contextvars
 import logging
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
@@ -70,16 +71,14 @@ def message_artifact(session_id: str, message: BaseMessage) -> tuple[str, Artifa
     return None
 
 
-def tool_call_issuers(messages) -> dict[str, str]:
-    """Tool call id -> model turn artifact id of the AI message that made the
-    call, for valid and invalid (malformed, cut-off) calls alike."""
-    out: dict[str, str] = {}
-    for m in messages:
+def tool_call_issuer(messages, call_id: str) -> str | None:
+    """The model turn artifact id of the AI message in ``messages`` that made the call
+    ``call_id``, valid or invalid (malformed, cut-off) alike; None when none did."""
+    for m in reversed(messages):
         if isinstance(m, AIMessage) and m.id is not None:
-            for c in list(m.tool_calls or []) + list(m.invalid_tool_calls or []):
-                if c.get("id"):
-                    out[c["id"]] = short_id("mt", m.id)
-    return out
+            if any(c.get("id") == call_id for c in [*(m.tool_calls or []), *(m.invalid_tool_calls or [])]):
+                return short_id("mt", m.id)
+    return None
 
 
 def tool_call_artifact_id(session_id: str, call_id: str) -> str:
@@ -177,13 +176,12 @@ class UnseeMiddleware(AgentMiddleware):
             self.recorder.mark_running(sid, False)
 
     def _record_message(self, st: SessionState, m: BaseMessage, current: set[str] = frozenset(),
-                        issuers: dict[str, str] | None = None) -> str | None:
+                        history: Sequence[BaseMessage] = ()) -> str | None:
         """Record a state message not seen before; return its artifact id.
 
-        ``issuers`` maps tool call ids to the model turn whose message made the
-        call (valid or invalid): a tool message we did not see executed is
-        recorded with that turn as its parent, so taint through the turn
-        reaches it."""
+        ``history`` is the prompt it came in: a tool message we did not see
+        executed is recorded with the model turn that made its call (valid or
+        invalid) as its parent, so taint through the turn reaches it."""
         mapped = message_artifact(st.session_id, m)
         if mapped is None:
             return None
@@ -204,7 +202,7 @@ class UnseeMiddleware(AgentMiddleware):
             # other middleware or input. Its parent is the call when we recorded one,
             # else the model turn that made the call.
             call_aid = tool_call_artifact_id(st.session_id, m.tool_call_id or "")
-            issuer = (issuers or {}).get(m.tool_call_id or "")
+            issuer = None if call_aid in st.known else tool_call_issuer(history, m.tool_call_id or "")
             if call_aid in st.known:
                 parents: tuple[str, ...] = (call_aid,)
             elif issuer is not None and issuer in st.known:
@@ -301,9 +299,8 @@ class UnseeMiddleware(AgentMiddleware):
                     mapped = message_artifact(sid, m)
                     if mapped is not None:
                         current.add(mapped[0])
-                issuers = tool_call_issuers(request.messages)
                 for m in request.messages:
-                    aid = self._record_message(st, m, current, issuers)
+                    aid = self._record_message(st, m, current, request.messages)
                     if aid is not None:
                         manifest.append(aid)
                 provider, model_name = provider_of(request.model)

@@ -368,7 +368,7 @@ def _mount_optional() -> None:
         app.add_typer(sandbox_app, name="sandbox")
     except Exception:
         pass
-    try:  # needs the eval extra (agentdojo)
+    try:  # always mounted; running it needs the eval extra (agentdojo), imported then
         from unsee.core import Unsee
         from unsee.plugins.eval import make_app
 

@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from unsee.plugins import lazy_exports
 
 from .scripted import Policy, ScriptedChatModel, call_id
 
@@ -18,18 +18,7 @@ __all__ = ["Policy", "ScriptedChatModel", "UnseeAgentElement", "UnseeFactory", "
            "make_app", "make_pipeline", "run_bench"]
 
 
-def __getattr__(name: str) -> Any:
-    """The names that need the eval extra, imported on first use."""
-    if name == "make_app":
-        from .cli import make_app
-
-        return make_app
-    if name == "run_bench":
-        from .bench import run_bench
-
-        return run_bench
-    if name in ("UnseeAgentElement", "UnseeFactory", "UnseeLike", "make_pipeline"):
-        from . import agentdojo_adapter
-
-        return getattr(agentdojo_adapter, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: the names that need the eval extra, imported on first use
+__getattr__ = lazy_exports(__name__, {"make_app": ".cli", "run_bench": ".bench",
+                                      **dict.fromkeys(("UnseeAgentElement", "UnseeFactory", "UnseeLike",
+                                                       "make_pipeline"), ".agentdojo_adapter")})

@@ -17,8 +17,7 @@ these names, never the modules.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from unsee.plugins import lazy_exports
 
 _EXPORTS = {
     "RevocationEvent": ".event",
@@ -49,8 +48,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name], __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -12,7 +12,6 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage, RemoveMessage
 
-from unsee.middleware.hooks import message_artifact
 from unsee.middleware.memory import parse_source_key
 from unsee.middleware.records import ArtifactType
 
@@ -20,11 +19,7 @@ from .plan import ReplayPlan
 from .ports import ForgetContext
 from .sanitize import sanitize, sanitize_message, sanitize_value
 from .strategy import Edit, Strategy
-from .thread import messages, recording_store, thread_cfg
-
-
-def _artifact_of(session: str, m: Any) -> str:
-    return (message_artifact(session, m) or ("", None))[0]
+from .thread import artifact_of, messages, recording_store, thread_cfg
 
 
 def _nothing(ctx: ForgetContext, agent: Any, plan: ReplayPlan, target: str) -> list[str]:
@@ -44,7 +39,7 @@ def _instruct(ctx: ForgetContext, agent: Any, plan: ReplayPlan, target: str) -> 
 
 def _redact_entry(ctx: ForgetContext, agent: Any, plan: ReplayPlan, target: str) -> list[str]:
     session, entry = plan.session_id, plan.entry
-    changed = [sanitize_message(m, target) for m in messages(agent, session) if _artifact_of(session, m) == entry.id]
+    changed = [sanitize_message(m, target) for m in messages(agent, session) if artifact_of(session, m) == entry.id]
     if changed:
         agent.update_state(thread_cfg(session), {"messages": changed})  # same ids: add_messages replaces them
     if entry.type is ArtifactType.MEMORY_READ:
@@ -55,7 +50,7 @@ def _redact_entry(ctx: ForgetContext, agent: Any, plan: ReplayPlan, target: str)
 
 def _amputate(ctx: ForgetContext, agent: Any, plan: ReplayPlan, target: str) -> list[str]:
     session = plan.session_id
-    removed = [RemoveMessage(id=m.id) for m in messages(agent, session) if _artifact_of(session, m) in plan.closure]
+    removed = [RemoveMessage(id=m.id) for m in messages(agent, session) if artifact_of(session, m) in plan.closure]
     if removed:
         agent.update_state(thread_cfg(session), {"messages": removed})
     store = recording_store(agent)

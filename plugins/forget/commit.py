@@ -3,7 +3,7 @@
 Roll-forward from a journal row written first (``commit``): a crash before
 it leaves the old state; a crash after it is finished by ``finish_commit``
 (idempotent), which the operator runs for every pending commit of a session
-before anything else. ``abandon`` drops a replay that is not committed.
+before anything else (``replay.abandon`` drops a replay that is not committed).
 """
 
 from __future__ import annotations
@@ -42,13 +42,6 @@ def commit(ctx: ForgetContext, agent: Any, plan: ReplayPlan, outcome: ReplayOutc
     faults.point("commit:begin")
     finish_commit(ctx, agent, session, event.event_id)
 
-
-def abandon(ctx: ForgetContext, outcome: ReplayOutcome) -> None:
-    """Drop a replay that is not committed (its overlay and sandbox shadow)."""
-    if outcome.store is not None:
-        outcome.store.end_overlay(outcome.scratch)
-    if ctx.environments is not None:
-        ctx.environments.end_replay(outcome.scratch, commit=False)
 
 
 def finish_commit(ctx: ForgetContext, agent: Any, session: str, event_id: str) -> bool:

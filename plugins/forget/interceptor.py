@@ -142,9 +142,7 @@ class ReplayInterceptor:
         call = ToolCall(name=tc.get("name"), args=tc.get("args"), call_id=tc.get("id"),
                         effect=effect_of(request.tool))
         rec = self._match(call)
-        external = call.effect not in ("read", "write")
-        identical = self._identical(call) if external and (rec is None or not rec.reusable) else ()
-        d = decide(call, rec, self.side_effects, identical)
+        d = decide(call, rec, self.side_effects, self._identical(call))  # decide() says when candidates count
         if d.action is Action.RECORD:
             if d.status == "deduplicated":
                 with self._lock:

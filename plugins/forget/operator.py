@@ -19,13 +19,13 @@ from unsee.middleware.errors import AmbiguousTarget, IncompleteSession, InvalidA
 
 from . import faults
 from .baselines import apply_edit
-from .commit import abandon, commit, finish_commit
+from .commit import commit, finish_commit
 from .decide import SIDE_EFFECT_POLICIES, SideEffectPolicy
 from .errors import AgentUnknown
 from .event import RevocationEvent
 from .plan import ReplayPlan, describe, make_plan
 from .ports import ForgetContext
-from .replay import clear_scratch, is_scratch_thread, run_replay, scratch_thread
+from .replay import abandon, clear_scratch, is_scratch_thread, run_replay, scratch_thread
 from .report import ForgetPlan, ForgetReport
 from .strategy import Strategy
 

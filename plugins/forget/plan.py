@@ -17,7 +17,7 @@ from unsee.middleware.graph import ProvenanceGraph
 from unsee.middleware.records import Artifact, ArtifactType, Checkpoint, Hit
 
 from .report import ForgetPlan, SideEffect
-from .strategy import Strategy, StrategySpec
+from .strategy import Strategy
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ class RecordedInput:
 @dataclass(frozen=True)
 class ReplayPlan:
     session_id: str
-    #: the strategy's code ("B7"); ``Strategy(plan.strategy).spec`` is its spec
+    #: the strategy's code ("B7")
     strategy: str
     hit: Hit
     entry: Artifact
@@ -79,10 +79,6 @@ class ReplayPlan:
     transitions: int
     fork_seq: int
     calls_by_id: dict[str, RecordedCall] = field(default_factory=dict)
-
-    @property
-    def spec(self) -> StrategySpec:
-        return Strategy(self.strategy).spec
 
     def fired_external(self) -> list[RecordedCall]:
         return [c for t in self.model_turns for c in t.calls

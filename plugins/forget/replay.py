@@ -18,7 +18,6 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
-from unsee.middleware.hooks import message_artifact
 from unsee.middleware.memory import RecordingStore, StoreOverlay, parse_source_key
 from unsee.middleware.records import ArtifactType
 
@@ -29,7 +28,7 @@ from .plan import ReplayPlan
 from .ports import ForgetContext
 from .sanitize import sanitize, sanitize_value
 from .strategy import Strategy
-from .thread import delete_thread, recording_store, thread_cfg
+from .thread import artifact_of, delete_thread, recording_store, thread_cfg
 
 log = logging.getLogger("unsee.replay")
 
@@ -83,7 +82,7 @@ def fork_state(agent: Any, plan: ReplayPlan, scratch: str) -> None:
     values = dict(snap.values)
     values["messages"] = [
         m for m in values.get("messages", [])
-        if (message_artifact(plan.session_id, m) or ("", None))[0] in keep
+        if artifact_of(plan.session_id, m) in keep
     ]
     agent.update_state(thread_cfg(scratch), values)
 
@@ -113,11 +112,11 @@ def run_replay(ctx: ForgetContext, agent: Any, plan: ReplayPlan, event: Revocati
         overlay = store.begin_overlay(scratch, session, plan.fork_seq,
                                       _memory_replacement(plan, store, event.target))
     _crop_cache(ctx, plan)
-    envs = ctx.environments
-    if envs is not None:
-        envs.begin_replay(scratch, session, plan.checkpoint.env_snapshot_id if plan.checkpoint else None)
-    icpt = ReplayInterceptor(plan, event.target, side_effects)
-    ctx.runs.interceptors.install(scratch, icpt)
+    if ctx.environments is not None:
+        ctx.environments.begin_replay(scratch, session, plan.checkpoint.env_snapshot_id if plan.checkpoint else None)
+    since = plan.checkpoint.created_ns if plan.checkpoint is not None else 0
+    outcome = ReplayOutcome(scratch, ReplayInterceptor(plan, event.target, side_effects), overlay, store, since)
+    ctx.runs.interceptors.install(scratch, outcome.interceptor)
     try:
         for turn in plan.turns:
             msgs = []
@@ -131,13 +130,17 @@ def run_replay(ctx: ForgetContext, agent: Any, plan: ReplayPlan, event: Revocati
             faults.point(f"replay:turn:{turn}")
             agent.invoke({"messages": msgs}, thread_cfg(scratch, unsee_session=session))
     except BaseException:
-        if store is not None:
-            store.end_overlay(scratch)
-        if envs is not None:
-            envs.end_replay(scratch, commit=False)
+        abandon(ctx, outcome)
         raise
     finally:
         ctx.runs.interceptors.remove(scratch)
     faults.point("replay:done")
-    since = plan.checkpoint.created_ns if plan.checkpoint is not None else 0
-    return ReplayOutcome(scratch, icpt, overlay, store, since)
+    return outcome
+
+
+def abandon(ctx: ForgetContext, outcome: ReplayOutcome) -> None:
+    """Drop a replay that is not committed (its store overlay and sandbox shadow)."""
+    if outcome.store is not None:
+        outcome.store.end_overlay(outcome.scratch)
+    if ctx.environments is not None:
+        ctx.environments.end_replay(outcome.scratch, commit=False)

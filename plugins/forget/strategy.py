@@ -136,7 +136,6 @@ del S
 STRATEGIES: tuple[str, ...] = tuple(s.value for s in Strategy)
 #: the codes of the strategies that replay
 REPLAYING: tuple[str, ...] = tuple(s.value for s in Strategy if SPECS[s].replays)
-DEFAULT: Strategy = Strategy.B7
 
 
 def spec(strategy: Strategy | str) -> StrategySpec:

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from unsee.middleware.hooks import message_artifact
 from unsee.middleware.memory import RecordingStore
+
+
+def artifact_of(session: str, message: Any) -> str:
+    """The artifact id a live message maps to ("" for none)."""
+    return (message_artifact(session, message) or ("", None))[0]
 
 
 def thread_cfg(thread: str, **extra: Any) -> dict:

@@ -12,8 +12,7 @@ never touches torch or CUDA):
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from unsee.plugins import lazy_exports
 
 _EXPORTS = {
     "load_runtime": ".loader",
@@ -27,15 +26,10 @@ _EXPORTS = {
     "SessionPool": ".sessions",
     "seed_for": ".sampling",
     "ensure_converted": ".convert",
-    "default_home": ".convert",
     "default_cache_dir": ".convert",
     "model_dir": ".convert",
 }
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name], __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -52,13 +52,6 @@ REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 Progress = Callable[[str], None]
 
 
-def default_home() -> Path:
-    """The default unsee home, ``$UNSEE_HOME`` or ``~/.unsee`` (kept for callers;
-    the weights no longer live there, see :func:`default_cache_dir`)."""
-    env = os.environ.get("UNSEE_HOME")
-    return Path(env).expanduser() if env else Path.home() / ".unsee"
-
-
 def default_cache_dir() -> Path:
     """The per-user model cache: ``$UNSEE_MODEL_CACHE``, else ``~/.unsee/models``."""
     env = os.environ.get("UNSEE_MODEL_CACHE")

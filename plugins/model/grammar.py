@@ -21,6 +21,7 @@ loop (see docs/model.md for why xgrammar over the alternatives).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -136,14 +137,16 @@ class GrammarCache:
         self.compiler = xgr.GrammarCompiler(self.info, max_threads=2)
         self._compiled: dict[str, Any] = {}
         self._lock = threading.Lock()
-        #: tokens that, as the first token of an "auto" reply, start a tool call
-        self.call_start = frozenset(
-            i for i, piece in enumerate(self.info.decoded_vocab) if piece.startswith(b"<")
-        )
         #: tokens that start with a double quote (close a JSON string)
         self.quote_start = frozenset(
             i for i, piece in enumerate(self.info.decoded_vocab) if piece.startswith(b'"')
         )
+
+    @functools.cached_property
+    def call_start(self) -> frozenset[int]:
+        """Tokens that, as the first token of an "auto" reply, start a tool call (a vocabulary
+        scan, made only for an "auto" processor: the chat model decides auto calls itself)."""
+        return frozenset(i for i, piece in enumerate(self.info.decoded_vocab) if piece.startswith(b"<"))
 
     def compiled(self, tools: Sequence[ToolSpec], choice: str) -> Any:
         key = hashlib.sha256(
@@ -159,7 +162,8 @@ class GrammarCache:
     def processor(self, tools: Sequence[ToolSpec], choice: str) -> "GrammarProcessor":
         mode = "text" if choice == "none" else "auto" if choice == "auto" else "call"
         return GrammarProcessor(self.compiled(tools, choice), self.info.vocab_size,
-                                mode=mode, call_start=self.call_start, tokenizer=self.tokenizer,
+                                mode=mode, call_start=self.call_start if mode == "auto" else frozenset(),
+                                tokenizer=self.tokenizer,
                                 quote_start=self.quote_start)
 
 

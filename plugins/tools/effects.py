@@ -63,6 +63,11 @@ def _check_effect(effect: str) -> None:
         raise ValueError(f"effect must be one of {EFFECTS}, not {effect!r}")
 
 
+def _resolve_env(env: EnvSource) -> Environment:
+    """``env`` itself, or the environment a zero-argument callable returns now."""
+    return env() if callable(env) and not isinstance(env, Environment) else env  # type: ignore[return-value]
+
+
 def current_session_id() -> str:
     """The session of the run we are in (a replay's logical session), else ``"default"``."""
     return logical_session()
@@ -150,7 +155,7 @@ def unsee_tool(
 
         def bind(kwargs: dict[str, Any]) -> dict[str, Any]:
             if wants_env:
-                return {**kwargs, "env": env() if callable(env) and not isinstance(env, Environment) else env}
+                return {**kwargs, "env": _resolve_env(env)}  # type: ignore[arg-type]
             return kwargs
 
         if inspect.iscoroutinefunction(fn):
@@ -212,12 +217,9 @@ def sandbox_command_tool(
     )
     schema.__doc__ = description
 
-    def resolve_env() -> Environment:
-        return env() if callable(env) and not isinstance(env, Environment) else env  # type: ignore[return-value]
-
     def execute(kwargs: dict[str, Any]) -> str:
         cmd = template.format(**{k: shlex.quote(str(v)) for k, v in kwargs.items()})
-        return _render(resolve_env().exec(cmd, timeout=timeout))
+        return _render(_resolve_env(env).exec(cmd, timeout=timeout))
 
     def run(**kwargs: Any) -> str:
         return _route(ledger, name, effect, kwargs, lambda: execute(kwargs), session)

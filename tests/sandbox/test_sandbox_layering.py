@@ -5,83 +5,38 @@ docker SDK nor any backend."""
 
 from __future__ import annotations
 
-import ast
-import graphlib
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-import unsee.sandbox
-from unsee.sandbox.registry import BUILTIN_BACKENDS
+from import_graph import GRAPH, cycles
 
 PKG = "unsee.sandbox"
-SRC = Path(unsee.sandbox.__file__).parent
-MODULES = {p.stem for p in SRC.glob("*.py")}
+SANDBOX = {m: {t for t in ts if t != m} for m, ts in GRAPH.items() if m == PKG or m.startswith(PKG + ".")}
 
 
-def _target(module: str | None, names: list[str]) -> set[str]:
-    """In-package modules an import of ``names`` from ``module`` (relative to the package) loads."""
-    if module:
-        return {module.split(".")[0]}
-    return {n if n in MODULES else "__init__" for n in names}
-
-
-def import_graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-    """module -> in-package modules it imports (anywhere in it); module -> other unsee modules."""
-    graph: dict[str, set[str]] = {m: set() for m in MODULES}
-    foreign: dict[str, set[str]] = {m: set() for m in MODULES}
-    for mod in MODULES:
-        tree = ast.parse((SRC / f"{mod}.py").read_text(), filename=f"{mod}.py")
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom):
-                names = [a.name for a in node.names]
-                if node.level == 1:
-                    graph[mod] |= _target(node.module, names)
-                elif node.level == 0 and node.module and node.module.split(".")[0] == "unsee":
-                    if node.module == PKG or node.module.startswith(PKG + "."):
-                        graph[mod] |= _target(node.module[len(PKG) + 1:] or None, names)
-                    else:
-                        foreign[mod].add(node.module)
-                elif node.level > 1:
-                    foreign[mod].add("." * node.level + (node.module or ""))
-            elif isinstance(node, ast.Import):
-                for alias in node.names:
-                    if alias.name.startswith(PKG + "."):
-                        graph[mod] |= _target(alias.name[len(PKG) + 1:], [])
-                    elif alias.name.split(".")[0] == "unsee":
-                        foreign[mod].add(alias.name)
-    # the registry imports its built-in backends by name, on first use
-    for builtin in BUILTIN_BACKENDS.values():
-        for ref in filter(None, (builtin.target, builtin.check)):
-            graph["registry"].add(ref.partition(":")[0])
-    for mod in graph:
-        graph[mod].discard(mod)
-    return graph, foreign
+def _in(mod: str) -> set[str]:
+    """The sandbox modules ``mod`` imports, by short name (``__init__`` for the package)."""
+    return {t[len(PKG) + 1:] or "__init__" for t in SANDBOX[f"{PKG}.{mod}" if mod != "__init__" else PKG]
+            if t.startswith(PKG)}
 
 
 def test_sandbox_import_graph_is_a_dag():
-    graph, _ = import_graph()
-    assert set().union(*graph.values()) <= MODULES, "an import names a module that does not exist"
-    try:
-        order = list(graphlib.TopologicalSorter(graph).static_order())
-    except graphlib.CycleError as exc:
-        raise AssertionError(f"import cycle in unsee.sandbox: {' -> '.join(exc.args[1])}") from None
-    assert set(order) == MODULES
+    assert not [c for c in cycles() if any(m.startswith(PKG) for m in c)]
 
 
 def test_backends_and_helpers_point_one_way():
-    graph, _ = import_graph()
     for backend in ("local", "pyobject", "docker_env", "docker_api", "image"):
-        assert "registry" not in graph[backend], f"{backend} imports the registry"
-    assert "docker_env" not in graph["image"] and "docker_env" not in graph["docker_api"]
-    assert {"docker_api", "image"} <= graph["docker_env"] and "docker_api" in graph["image"]
-    assert "testing" not in graph["__init__"]
+        assert "registry" not in _in(backend), f"{backend} imports the registry"
+    assert "docker_env" not in _in("image") and "docker_env" not in _in("docker_api")
+    assert {"docker_api", "image"} <= _in("docker_env") and "docker_api" in _in("image")
+    assert "testing" not in _in("__init__")
+    assert {"local", "pyobject", "docker_env"} <= _in("registry")  # the built-in table, by name
 
 
 def test_sandbox_stands_alone():
-    _, foreign = import_graph()
-    assert {m: sorted(f) for m, f in foreign.items() if f} == {}
+    assert {m: sorted(t for t in ts if not t.startswith(PKG)) for m, ts in SANDBOX.items()
+            if any(not t.startswith(PKG) for t in ts)} == {}
 
 
 def test_importing_the_package_loads_no_backend_nor_test_tooling():
