@@ -20,8 +20,10 @@ stamped with ``STORE_VERSION`` (``PRAGMA user_version``).
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +143,78 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
                 "SELECT artifact_id, content FROM content WHERE session_id=?", (session_id,)
             ).fetchall()
         return dict(rows)
+
+    # -- erasure ---------------------------------------------------------
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[tuple[sqlite3.Connection, sqlite3.Connection]]:
+        """(provenance, vault) connections with nothing queued and no reader or writer
+        of this store running: for maintenance such as erasure's WAL truncation and VACUUM."""
+        self.flush()
+        with self._read_lock:
+            yield self._db, self._vault
+
+    def files(self) -> list:
+        """The two database files this store owns (their -wal/-shm siblings go with them)."""
+        return [self.path, self.vault_path]
+
+    def sessions_like(self, prefix: str) -> list[str]:
+        """Recorded session ids starting with ``prefix`` (e.g. a session's scratch sessions)."""
+        rows = self._rows("SELECT session_id FROM sessions WHERE substr(session_id, 1, ?)=?",
+                          (len(prefix), prefix))
+        return [r[0] for r in rows]
+
+    #: (file, table, text columns) that can hold payload text of a session
+    TEXT_COLUMNS = (("vault", "content", ("content",)), ("vault", "store_journal", ("old_value", "new_value")),
+                    ("db", "spans", ("attributes", "events", "status_description")), ("db", "commits", ("payload",)))
+
+    def session_texts(self, session_id: str) -> list[tuple[str, str, int, str]]:
+        """Every stored text of a session: (table, column, rowid, text)."""
+        out = []
+        with self.exclusive() as (db, vault):
+            for file, table, cols in self.TEXT_COLUMNS:
+                conn = vault if file == "vault" else db
+                for row in conn.execute(f"SELECT rowid, {', '.join(cols)} FROM {table} WHERE session_id=?",
+                                        (session_id,)).fetchall():
+                    for col, text in zip(cols, row[1:]):
+                        if text:
+                            out.append((table, col, row[0], text))
+        return out
+
+    def rewrite_texts(self, session_id: str, fix: Callable[[str], str | None]) -> int:
+        """Replace each stored text of a session by ``fix(text)`` where that returns a
+        new text (None: keep). One transaction per file; returns how many changed."""
+        changed = 0
+        with self.exclusive() as (db, vault):
+            for conn, file in ((vault, "vault"), (db, "db")):
+                conn.execute("BEGIN")
+                try:
+                    for f, table, cols in self.TEXT_COLUMNS:
+                        if f != file:
+                            continue
+                        rows = conn.execute(f"SELECT rowid, {', '.join(cols)} FROM {table} WHERE session_id=?",
+                                            (session_id,)).fetchall()
+                        for row in rows:
+                            for col, text in zip(cols, row[1:]):
+                                new = fix(text) if text else None
+                                if new is not None and new != text:
+                                    conn.execute(f"UPDATE {table} SET {col}=? WHERE rowid=?", (new, row[0]))
+                                    changed += 1
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+        return changed
+
+    def retarget_checkpoints(self, session_id: str, thread_prefix: str) -> int:
+        """Point the session's checkpoints whose LangGraph checkpoint lived in a thread
+        starting with ``thread_prefix`` (a replay's scratch thread) at the session's own
+        thread: erasure copies those checkpoints there, ids kept, and removes the scratch thread."""
+        self.flush()
+        with self._read_lock:
+            return self._db.execute(
+                "UPDATE checkpoints SET langgraph_thread_id=? WHERE session_id=?"
+                " AND substr(langgraph_thread_id, 1, ?)=?",
+                (session_id, session_id, len(thread_prefix), thread_prefix)).rowcount
 
     def close(self) -> None:
         if self._closed:

@@ -98,6 +98,12 @@ class SessionReplacement:
         )
         return [(r[0], r[1], r[2], r[3]) for r in rows]
 
+    def commits_of(self, session_id: str) -> list[tuple[str, str, str, str | None]]:
+        """Every commit of a session, oldest first: (event id, scratch id, state, payload)."""
+        rows = self._rows("SELECT event_id, scratch_id, state, payload FROM commits WHERE session_id=?"
+                          " ORDER BY created_ns", (session_id,))
+        return [(r[0], r[1], r[2], r[3]) for r in rows]
+
     def replace_session(self, session_id: str, scratch_id: str, event_id: str, since_ns: int) -> None:
         """Make ``scratch_id``'s records the records of ``session_id`` (one transaction per file).
 

@@ -125,6 +125,8 @@ def connect(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
+    # Deleted records are overwritten with zeros, not left in free pages (erasure; docs/erasure.md).
+    conn.execute("PRAGMA secure_delete=ON")
     return conn
 
 

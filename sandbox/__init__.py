@@ -13,6 +13,8 @@ The call ledger (:mod:`unsee.sandbox.ledger`) records every real tool
 execution and makes external side effects fire at most once. The conformance
 suite every backend passes, third-party ones included, is
 :mod:`unsee.sandbox.testing` (needs pytest; not imported here).
+:mod:`unsee.sandbox.storage` finds, reads and deletes what environments
+stored (snapshots, workspaces, images, containers) without opening them.
 """
 
 from .base import (
@@ -44,8 +46,19 @@ from .errors import (
     SandboxError,
     SandboxUnavailable,
     SnapshotNotFound,
+    StorageInUse,
+    StorageRefused,
+    StoredItemNotFound,
 )
 from .ledger import EFFECTS, Effect, Ledger
+from .storage import (
+    StoredItem,
+    delete_item,
+    delete_items,
+    environment_items,
+    read_item,
+    snapshot_item,
+)
 from .registry import (
     available_backends,
     backend_names,
@@ -84,6 +97,15 @@ __all__ = [
     "SandboxError",
     "SandboxUnavailable",
     "SnapshotNotFound",
+    "StorageInUse",
+    "StorageRefused",
+    "StoredItemNotFound",
+    "StoredItem",
+    "delete_item",
+    "delete_items",
+    "environment_items",
+    "read_item",
+    "snapshot_item",
     "available_backends",
     "backend_names",
     "backend_options",

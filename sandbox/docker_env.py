@@ -455,9 +455,14 @@ class DockerEnvironment(Environment):
         self._closed = True
         for child in self._children:
             child.close()
+        import docker.errors
+
         try:
             with translate_errors("remove container"):
-                self._container.remove(force=True)
+                try:
+                    self._container.remove(force=True)
+                except docker.errors.NotFound:
+                    pass  # already gone (e.g. erased): nothing left to remove
         except SandboxError as exc:
             log.warning("closing %s: %s (cleanup() removes leftovers)", self.env_id, exc)
         for t in self._reaper:

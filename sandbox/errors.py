@@ -28,6 +28,9 @@ __all__ = [
     "CallInDoubt",
     "CallFailed",
     "ArgumentsNotCanonical",
+    "StorageRefused",
+    "StorageInUse",
+    "StoredItemNotFound",
 ]
 
 
@@ -168,6 +171,27 @@ class CallFailed(LedgerError):
 
 class ArgumentsNotCanonical(LedgerError, TypeError):
     """Tool arguments cannot be turned into canonical JSON (so no call id)."""
+
+
+# --- stored copies (unsee.sandbox.storage) ---------------------------------
+
+
+class StorageRefused(SandboxError, ValueError):
+    """``delete_item`` was given a reference that is not one of unsee's stored copies
+    (e.g. a directory that is not ``<env root>/snapshots/NNNNNN`` or ``<env root>/workspace``)."""
+
+
+class StorageInUse(SandboxError, RuntimeError):
+    """A stored copy cannot be deleted yet: the daemon still needs it (a snapshot image
+    that a kept child image was committed on top of, or that a running container uses)."""
+
+
+class StoredItemNotFound(SandboxError, LookupError):
+    """``read_item`` was given a stored copy that no longer exists."""
+
+    def __init__(self, item: Any):
+        self.item = item
+        super().__init__(f"stored item not found: {getattr(item, 'describe', lambda: item)()}")
 
 
 class BackendError(SandboxError, RuntimeError):

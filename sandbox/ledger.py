@@ -228,6 +228,7 @@ class Ledger:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute("PRAGMA busy_timeout=30000")
+            conn.execute("PRAGMA secure_delete=ON")  # redacted text is zeroed, not left in free pages
             self._local.conn = conn
             with self._conns_lock:
                 self._conns.append(conn)
@@ -471,6 +472,32 @@ class Ledger:
                 n += conn.execute("DELETE FROM calls WHERE call_id=?", (cid,)).rowcount
         return n
 
+    def redact(self, select: Callable[[CallRecord], bool], digest: Callable[[str], str],
+               *, session: str | None = None) -> list[str]:
+        """Drop the text of the calls ``select`` picks, keep the fact that they were made.
+
+        Each picked record keeps its id, session, tool, effect, status, occurrence
+        and times; its arguments, result and error become ``{"erased": digest(text)}``
+        (a keyed hash the caller supplies), so a later identical call is still
+        recognised by its id (never fired twice) but its text is gone. Already
+        redacted records are left as they are. Returns the ids redacted. Run
+        ``vacuum()`` afterwards to drop old copies from the WAL.
+        """
+        done = []
+        with self._tx() as conn:
+            rows = conn.execute(f"SELECT {_COLS} FROM calls" + (" WHERE session=?" if session else ""),
+                                (session,) if session else ()).fetchall()
+            for rec in map(lambda r: CallRecord(*r), rows):
+                if _is_redacted(rec.args_json) or not select(rec):
+                    continue
+                conn.execute(
+                    "UPDATE calls SET args_json=?, result_json=?, error=? WHERE call_id=?",
+                    (_redacted(rec.args_json, digest), None if rec.result_json is None
+                     else _redacted(rec.result_json, digest),
+                     None if rec.error is None else "erased " + digest(rec.error), rec.call_id))
+                done.append(rec.call_id)
+        return done
+
     def vacuum(self) -> None:
         """Checkpoint and truncate the WAL, then VACUUM (drops free pages)."""
         conn = self._conn()
@@ -481,6 +508,14 @@ class Ledger:
     def integrity_ok(self) -> bool:
         row = self._conn().execute("PRAGMA integrity_check").fetchone()
         return bool(row) and row[0] == "ok"
+
+
+def _redacted(text: str, digest: Callable[[str], str]) -> str:
+    return json.dumps({"erased": digest(text)}, sort_keys=True)
+
+
+def _is_redacted(args_json: str) -> bool:
+    return args_json.startswith('{"erased": ')
 
 
 def _to_json(value: Any) -> str:

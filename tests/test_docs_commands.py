@@ -47,6 +47,10 @@ RUNS: dict[str, list[str]] = {
     "unsee forget demo --target 4417-2231 --agent unsee.demo:agent_factory": [
         "unsee forget demo --target 4417-2231 --agent unsee.demo:agent_factory"],
     "unsee serve --token T [--agent module:attribute]": ["SERVE"],
+    "unsee audit SESSION --target TEXT": ["unsee audit demo --target 'no such text'",
+                                          "unsee audit demo --target 'no such text' --json"],
+    "unsee erase SESSION --target TEXT [--agent module:attribute]": ["ERASE_FLOW"],
+    "unsee receipt verify FILE [--target TEXT]": ["ERASE_FLOW"],
     "unsee sandbox build-image | cleanup": ["DOCKER unsee sandbox build-image",
                                             "DOCKER unsee sandbox cleanup --env no-such-env"],
     "unsee sandbox build-image": ["DOCKER unsee sandbox build-image"],
@@ -160,6 +164,10 @@ def _cases():
 def test_documented_command_runs(workdir, grpc_receiver, doc_line, cmd):
     if cmd == "SERVE":
         return _serve(workdir)
+    if cmd == "ERASE_FLOW":
+        import tempfile
+
+        return _erase_flow(Path(tempfile.mkdtemp(prefix="erase-", dir=workdir.parent)))
     if "--otlp-endpoint" in cmd:
         port = int(cmd.rsplit(":", 1)[1])
         if port == 4317:
@@ -186,6 +194,29 @@ def test_documented_command_runs(workdir, grpc_receiver, doc_line, cmd):
         assert "committed" in res.stdout
     if cmd == "unsee --version":
         assert re.match(r"unsee \d+\.\d+", res.stdout)
+
+
+def _erase_flow(d: Path) -> None:
+    """forget --no-erase, audit (copies remain: exit 1), erase (exit 0, a receipt), audit (exit 0),
+    receipt verify (valid; a tampered copy is not)."""
+    agent = "--agent unsee.demo:agent_factory"
+    steps = [("unsee demo --model scripted --session e --no-forget", 0),
+             (f"unsee forget e --target 4417-2231 {agent} --no-erase", 0),
+             (f"unsee audit e --target 4417-2231 {agent}", 1),
+             (f"unsee erase e --target 4417-2231 {agent}", 0),
+             ("unsee audit e --target 4417-2231", 0)]
+    for cmd, rc in steps:
+        res = _run(d, cmd)
+        assert res.returncode == rc and "Traceback" not in res.stderr, (cmd, res.returncode, res.stderr[-2000:])
+    path = sorted((d / ".unsee" / "receipts").glob("*.json"))[-1]
+    res = _run(d, f"unsee receipt verify {path} --target 4417-2231")
+    assert res.returncode == 0 and "signature: valid" in res.stdout, res.stdout + res.stderr
+    data = json.loads(path.read_text())
+    data["routes"][0]["copies_after"] = 0 if data["routes"][0]["copies_after"] else 1
+    forged = d / "forged.json"
+    forged.write_text(json.dumps(data))
+    res = _run(d, f"unsee receipt verify {forged}")
+    assert res.returncode == 1 and "INVALID" in res.stdout, res.stdout + res.stderr
 
 
 def _serve(workdir: Path) -> None:

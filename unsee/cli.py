@@ -288,6 +288,9 @@ def forget_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="print the plan, change nothing"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     reason: str = typer.Option("", "--reason", help="why (kept in the report)"),
+    erase: bool = typer.Option(True, "--erase/--no-erase",
+                               help="after a committed replay, erase the target from every stored record and "
+                                    "sign a receipt (default); --no-erase keeps the old record"),
 ) -> None:
     """Forget TARGET in SESSION: rebuild the state as if it had never been seen.
 
@@ -312,16 +315,125 @@ def forget_cmd(
         raise cx.BadParameter(f"--target: {e.errors()[0]['msg'] if hasattr(e, 'errors') else e}") from e
     if not session.strip():
         raise cx.BadParameter("SESSION must be a non-empty session id")
-    _require_home()  # before an --agent factory opens (and so makes) a home
-    compiled = _load_agent(agent) if agent else None
-    u = (_owner_of(compiled) if compiled is not None else None) or _open()
-    result = u.forget(session, event, strategy, agent=compiled, dry_run=dry_run)
+    compiled, u = _agent_and_unsee(agent)
+    result = u.forget(session, event, strategy, agent=compiled, dry_run=dry_run, erase=erase)
     if as_json:
         print(result.model_dump_json(indent=1))
         return
     from unsee.report_view import render_plan, render_report
 
     _console().print(render_plan(result) if dry_run else render_report(result))
+
+
+def _agent_and_unsee(agent: Optional[str]):
+    """(the compiled agent or None, the Unsee to act through) for commands taking --agent."""
+    _require_home()  # before an --agent factory opens (and so makes) a home
+    compiled = _load_agent(agent) if agent else None
+    return compiled, (_owner_of(compiled) if compiled is not None else None) or _open()
+
+
+def _audit_table(report) -> Table:
+    t = Table("route", "copies", "value copies", "source (kept)", "where / notes")
+    for r in report.routes:
+        where = [f"{_short(k, 70)}: {v}" for k, v in r.byte_copies.items() if v] + r.notes
+        t.add_row(r.route, str(r.copies), str(r.value_copies), str(r.source_copies) if r.source_copies else "-",
+                  "\n".join(where) or "-")
+    return t
+
+
+@app.command("erase")
+def erase_cmd(
+    session: str = typer.Argument(..., help="session id (the LangGraph thread_id) of a forgotten session"),
+    target: str = typer.Option(..., "--target", help="the forgotten text"),
+    agent: Optional[str] = typer.Option(
+        None, "--agent", help="module:attribute of the agent (its checkpointer and store are rewritten), "
+                              "e.g. --agent unsee.demo:agent_factory"),
+    event_id: Optional[str] = typer.Option(None, "--event-id", help="the forget's event id (resumes its erasure)"),
+    as_json: bool = typer.Option(False, "--json", help="print the signed receipt as JSON"),
+) -> None:
+    """Erase TARGET from every stored record of a forgotten SESSION and sign a receipt.
+
+    Rewrites the LangGraph history (with --agent), scrubs the memory store,
+    unsee's records, the call ledger and sandbox snapshots, audits every route
+    and writes <home>/receipts/<event id>.json. Exit 1 if a copy remains.
+    """
+    from unsee.plugins.forget import RevocationEvent
+
+    try:
+        event = RevocationEvent(target=target, reason="erase", raised_by="operator",
+                                **({"event_id": event_id} if event_id else {}))
+    except ValueError as e:
+        raise cx.BadParameter(f"--target: {e.errors()[0]['msg'] if hasattr(e, 'errors') else e}") from e
+    if not session.strip():
+        raise cx.BadParameter("SESSION must be a non-empty session id")
+    compiled, u = _agent_and_unsee(agent)
+    result = u.erase(session, event, agent=compiled)
+    if as_json:
+        print(result.receipt.model_dump_json(indent=1))
+    else:
+        c = _console()
+        c.print(_audit_table(result.after))
+        c.print(f"receipt: {result.path} (signed; check it with: unsee receipt verify {result.path})", soft_wrap=True)
+    if not result.clean:
+        raise typer.Exit(1)
+
+
+@app.command("audit")
+def audit_cmd(
+    session: str = typer.Argument(..., help="session id (the LangGraph thread_id)"),
+    target: str = typer.Option(..., "--target", help="the text to look for"),
+    agent: Optional[str] = typer.Option(None, "--agent", help="module:attribute of the agent (to audit its "
+                                                              "checkpointer and store too)"),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+) -> None:
+    """Scan every route for TARGET, bytes and values; exit 1 if any copy remains. Changes nothing."""
+    if not target.strip():
+        raise cx.BadParameter("--target must not be empty")
+    compiled, u = _agent_and_unsee(agent)
+    report = u.audit(session, target, agent=compiled)
+    if as_json:
+        import dataclasses
+
+        print(json.dumps({"session": session, "copies": report.copies, "unreachable": report.unreachable,
+                          "routes": [dataclasses.asdict(r) | {"copies": r.copies} for r in report.routes]},
+                         indent=1))
+    else:
+        c = _console()
+        c.print(_audit_table(report))
+        c.print(f"{report.copies} copies of the target remain" if report.copies else "no copy of the target remains")
+    if not report.clean:
+        raise typer.Exit(1)
+
+
+receipt_app = typer.Typer(help="Erasure receipts.", no_args_is_help=True)
+app.add_typer(receipt_app, name="receipt")
+
+
+@receipt_app.command("verify")
+def receipt_verify_cmd(
+    path: Path = typer.Argument(..., help="a receipt file (<home>/receipts/<event id>.json)"),
+    target: Optional[str] = typer.Option(None, "--target", help="the erased text: re-run the audit too"),
+    agent: Optional[str] = typer.Option(None, "--agent", help="module:attribute of the agent (audit its stores)"),
+) -> None:
+    """Check a receipt's Ed25519 signature (pinned to this home's key) and, with --target,
+    re-run the audit. Exit 1 if the signature is bad or a copy remains."""
+    from unsee.plugins.erasure import verify
+
+    if not path.is_file():
+        raise cx.BadParameter(f"no receipt file at {path}")
+    compiled, u = _agent_and_unsee(agent) if target else (None, None)
+    receipt, ok, audit = verify(path, u._erasure_context() if u else None, target, compiled)
+    c = _console()
+    c.print(f"signature: {'valid' if ok else 'INVALID'} (event {receipt.event_id}, {receipt.created_at:%Y-%m-%d %H:%M:%S} UTC)")
+    for r in receipt.routes:
+        c.print(f"  {r.name}: {r.copies_before} -> {r.copies_after} copies ({r.method})", soft_wrap=True)
+    for line in receipt.unreachable:
+        c.print(f"  not reachable: {line}", soft_wrap=True)
+    if audit is not None:
+        c.print(_audit_table(audit))
+        c.print(f"audit now: {audit.copies} copies")
+    if not ok or (audit is not None and not audit.clean):
+        raise typer.Exit(1)
 
 
 @app.command("serve")

@@ -36,6 +36,19 @@ log = logging.getLogger("unsee")
 DEFAULT_HOME = ".unsee"
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("unsee")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def _no_sandbox():
+    raise InvalidArgument("this Unsee has no sandbox: give Unsee(sandbox=...) to run sandboxed tools")
+
+
 def resolve_home(home: str | os.PathLike | None = None) -> Path:
     """``home`` if given, else ``$UNSEE_HOME``, else ``./.unsee``."""
     return Path(home or os.environ.get("UNSEE_HOME") or DEFAULT_HOME)
@@ -100,6 +113,7 @@ class Unsee:
             if env_snapshotter is None:
                 env_snapshotter = self.environments.snapshot_for_thread
         self._ledger: Ledger | None = None
+        self._keystore: Any = None
         self.recorder = Recorder(
             self.store,
             tracer_provider.get_tracer("unsee", "0.1.0"),
@@ -149,6 +163,27 @@ class Unsee:
     def memory_middleware(self, store: Any, namespace: Namespace | NamespaceFn, *, limit: int = 10):
         """Middleware that injects memories from ``store`` into the prompt, recorded."""
         return MemoryInjectionMiddleware(self.recorder, store, namespace, limit=limit)
+
+    def encrypted(self, saver: Any):
+        """A checkpointer whose values are encrypted under per-thread keys kept in
+        ``<home>/keys.sqlite`` (AES-GCM): erasure destroys a thread's old keys, so
+        copies beyond unsee's reach (a PostgreSQL WAL, backups) become unreadable.
+
+        ``saver``: a factory taking ``serde=`` (``lambda serde: SqliteSaver(conn, serde=serde)``,
+        ``InMemorySaver``), or a saver whose serializer is wrapped in place.
+        """
+        from unsee.plugins.erasure import encrypting
+
+        return encrypting(saver, self.keystore)
+
+    @property
+    def keystore(self):
+        """The per-thread encryption keys (``<home>/keys.sqlite``), opened on first use."""
+        if self._keystore is None:
+            from unsee.plugins.erasure import KeyStore
+
+            self._keystore = KeyStore(self.home / "keys.sqlite")
+        return self._keystore
 
     def recorded_store(self, store: Any) -> RecordingStore:
         """Wrap a LangGraph ``BaseStore`` so writes by tools/middleware are recorded."""
@@ -211,14 +246,24 @@ class Unsee:
 
         self.flush()
         self.store.require(thread_id)
-        return export_otlp(self.store.spans(thread_id), endpoint, protocol=protocol, timeout=timeout)
+        n = export_otlp(self.store.spans(thread_id), endpoint, protocol=protocol, timeout=timeout)
+        self._log_export(thread_id, "otlp", endpoint, n)
+        return n
 
     def export_jaeger_json(self, thread_id: str, path: str | os.PathLike) -> int:
         from unsee.middleware.export import write_jaeger_json
 
         self.flush()
         self.store.require(thread_id)
-        return write_jaeger_json(self.store.spans(thread_id), Path(path))
+        n = write_jaeger_json(self.store.spans(thread_id), Path(path))
+        self._log_export(thread_id, "jaeger-json", str(Path(path).resolve()), n)
+        return n
+
+    def _log_export(self, thread_id: str, kind: str, to: str, spans: int) -> None:
+        """What left the machine, for erasure receipts (spans carry payload only with content_in_spans)."""
+        from unsee.plugins.erasure import log_export
+
+        log_export(self.home, thread_id, kind, to, spans, self.recorder.content_in_spans)
 
     # -- information-flow control -------------------------------------------
     def ifc(self, sinks=(), *, mode: str = "block", trusted_sources=(), endorse=None):
@@ -251,7 +296,7 @@ class Unsee:
         from unsee.plugins.detect.rules import RuleDetector
 
         svc = DetectionService(self._forget_context(), list(detectors or [RuleDetector()]), mode=mode,
-                               policy=policy, min_score=min_score, side_effects=side_effects)
+                               policy=policy, min_score=min_score, side_effects=side_effects, forget=self.forget)
         if mode == "sync":
             self.recorder.interceptors.add_global(svc)
         return svc
@@ -271,7 +316,7 @@ class Unsee:
 
     # -- forgetting -------------------------------------------------------
     def forget(self, thread_id: str, event, strategy: str = "B7", *, agent=None, dry_run: bool = False,
-               commit: bool = True, wait: bool = True, side_effects: str = "defer"):
+               commit: bool = True, wait: bool = True, side_effects: str = "defer", erase: bool = True):
         """Make the session's state the counterfactual where ``event.target`` was never seen.
 
         Returns a ``ForgetReport`` (or, with ``dry_run``, the ``ForgetPlan``).
@@ -279,11 +324,68 @@ class Unsee:
         needed only when this process did not run the session. Every argument
         is checked before anything is written (``InvalidArgument``,
         ``UnknownStrategy``); ``side_effects`` is ``defer`` | ``ask`` | ``execute``.
+        ``erase`` (default): once a replay is committed, erase the target from
+        every stored record too (``erase()``); ``erase=False`` keeps the old
+        record (e.g. to compare strategies on it).
         """
-        from unsee.plugins.forget import Forgetter
+        from unsee.plugins.forget import Forgetter, Strategy
 
-        return Forgetter(self._forget_context()).forget(thread_id, event, strategy, agent=agent, dry_run=dry_run,
-                                                        commit_result=commit, wait=wait, side_effects=side_effects)
+        if not isinstance(erase, bool):
+            raise InvalidArgument(f"erase must be True or False, got {type(erase).__name__} {erase!r}")
+        forgetter = Forgetter(self._forget_context())
+        report = forgetter.forget(thread_id, event, strategy, agent=agent, dry_run=dry_run,
+                                  commit_result=commit, wait=wait, side_effects=side_effects)
+        if dry_run or not erase or not report.committed or not Strategy.parse(report.strategy).spec.replays:
+            return report  # only a committed replay leaves a counterfactual history to erase toward
+        from unsee.plugins.erasure import NotForgotten
+
+        try:
+            result = self.erase(thread_id, event, agent=forgetter.agent_for(thread_id, agent))
+        except NotForgotten:
+            # the event named one source; the same text is still in the state through another
+            # observation: its copies cannot be told apart, so the record waits for that one's forget
+            return report.model_copy(update={"notes": [*report.notes, (
+                "record not erased: the target is still in the session through another observation "
+                "(forget that one too; the last forget erases the record)")]})
+        return report.model_copy(update={"receipt": str(result.path), "erased_clean": result.clean})
+
+    def erase(self, thread_id: str, event, *, agent=None):
+        """Erase ``event.target`` from every route the runtime wrote for a forgotten session:
+        checkpoint history (rewritten), memory store, records, ledger, sandbox snapshots.
+
+        Returns an ``ErasureResult`` (``.receipt``, signed; ``.path``; ``.after``, the audit;
+        ``.clean``). A rerun with the same event finishes an interrupted erasure.
+        Raises ``NotForgotten`` if the session's state still holds the target.
+        """
+        from unsee.plugins.erasure import Eraser
+
+        self.flush()
+        agent = agent or self.recorder.agents.get(thread_id) or self.recorder.last_agent
+        return Eraser(self._erasure_context()).erase(thread_id, event, agent=agent)
+
+    def audit(self, thread_id: str, target: str, *, agent=None):
+        """Scan every route for ``target`` (bytes and values); an ``AuditReport``. Changes nothing."""
+        from unsee.plugins.erasure import Eraser
+
+        self.flush()
+        agent = agent or self.recorder.agents.get(thread_id) or self.recorder.last_agent
+        return Eraser(self._erasure_context()).audit(thread_id, target, agent=agent)
+
+    def _erasure_context(self):
+        from unsee.plugins.erasure import ErasureContext
+
+        def ledger():
+            return self.ledger if self._ledger is not None or (self.home / "ledger.sqlite").exists() else None
+
+        envs = self.environments
+        registry = self.home / "sandboxes" / "registry.json"
+        if envs is None and registry.exists():
+            # a process without a sandbox (e.g. `unsee erase` without --agent) still reaches
+            # the sandboxes the home's sessions stored: read them through the registry
+            envs = SessionEnvironments(_no_sandbox, registry=registry)
+        return ErasureContext(home=self.home, records=self.store, hasher=self.hasher, ledger=ledger,
+                              environments=envs, content_in_spans=self.recorder.content_in_spans,
+                              version=_version())
 
     def _forget_context(self):
         """The ports a forget (and the detection service's automatic forgets) work through.
@@ -313,3 +415,5 @@ class Unsee:
         except Exception:
             log.debug("tracer provider shutdown failed", exc_info=True)
         self.store.close()
+        if self._keystore is not None:
+            self._keystore.close()

@@ -240,8 +240,10 @@ def next_steps(home: Path, session: str, model: str, forgot: bool) -> list[str]:
     env = "UNSEE_DEMO_MODEL=local " if model == "local" else ""
     # After the forget the card number is gone; the preference is still there to revoke.
     target = "updates by email" if forgot else SECRET
+    audit = [f"unsee {opt}audit {session} --target {SECRET}"] if forgot else []  # 0 copies: exit 0
     return [
         f"unsee {opt}sessions",
+        *audit,
         f"unsee {opt}graph {session} --target {shlex.quote(target)}",
         f"unsee {opt}export {session} --jaeger-json demo.json",
         f"{env}unsee {opt}forget {session} --target {shlex.quote(target)} --agent unsee.demo:agent_factory --dry-run",

@@ -53,6 +53,9 @@ def render_report(r: ForgetReport) -> Panel:
     t.add_row("tokens prefilled / decoded / reused", f"{r.tokens_prefilled} / {r.tokens_decoded} / {r.tokens_reused}")
     t.add_row("wall time", f"{r.wall_time_s:.2f} s")
     t.add_row("committed", "yes" if r.committed else "no")
+    if r.receipt is not None:
+        t.add_row("record erased", ("yes: no copy on any route" if r.erased_clean else "NO: copies remain (see the receipt)")
+                  + f"; signed receipt {r.receipt}")
     for n in r.notes:
         t.add_row("note", n)
     parts = [t]

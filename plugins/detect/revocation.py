@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -77,6 +77,9 @@ class DetectionService:
     strategy: str = "B7"
     #: what B7 does with external calls only the counterfactual makes: "defer" | "ask" | "execute"
     side_effects: str = "defer"
+    #: the forget to apply a verdict with: ``forget(session, event, strategy, wait=, side_effects=)``
+    #: (the facade passes ``Unsee.forget``, which also erases the record); default: the bare operator
+    forget: Callable[..., Any] | None = None
     verdicts: list[Verdict] = field(default_factory=list)
     #: session -> (artifact id, content hash) that scan() has acted on
     _scanned: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
@@ -189,9 +192,9 @@ class DetectionService:
     def _apply(self, v: Verdict, wait: bool = True) -> None:
         from unsee.plugins.forget import Forgetter
 
+        forget = self.forget or Forgetter(self.ctx).forget
         try:
-            v.report = Forgetter(self.ctx).forget(v.session_id, v.event, self.strategy, wait=wait,
-                                                  side_effects=self.side_effects)
+            v.report = forget(v.session_id, v.event, self.strategy, wait=wait, side_effects=self.side_effects)
             v.status = "applied"
         except Exception as exc:  # reported on the verdict, never lost
             log.warning("automatic revocation failed: %s", exc)

@@ -44,6 +44,8 @@ _EXPORTS = {
     "AgentUnknown": ".errors",
     "UnknownStrategy": ".errors",
     "InjectedCrash": ".errors",
+    "crash_at": ".faults",
+    "fault_point": ".faults",
 }
 
 __all__ = sorted(_EXPORTS)

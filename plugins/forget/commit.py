@@ -32,13 +32,24 @@ def _overlay_payload(overlay: StoreOverlay | None) -> list:
     return [[list(ns), key, value] for (ns, key), value in overlay.view.items()]
 
 
+def fork_point(plan: ReplayPlan) -> dict | None:
+    """The LangGraph checkpoint the scratch thread's seed was taken from (None: an empty seed)."""
+    cp = plan.checkpoint
+    if cp is None or not cp.langgraph_checkpoint_id or not cp.prompt_manifest:
+        return None  # as fork_state: the replay started from an empty state
+    return {"thread": cp.langgraph_thread_id or plan.session_id, "checkpoint_id": cp.langgraph_checkpoint_id}
+
+
 def commit(ctx: ForgetContext, agent: Any, plan: ReplayPlan, outcome: ReplayOutcome,
            event: RevocationEvent) -> None:
     """Replace the session's state, store items and records with the counterfactual ones."""
     session = plan.session_id
     ctx.records.begin_commit(event.event_id, session, outcome.scratch, outcome.since_ns,
                              payload=json.dumps({"overlay": _overlay_payload(outcome.overlay),
-                                                 "fork_seq": plan.fork_seq}))
+                                                 "fork_seq": plan.fork_seq,
+                                                 # where the scratch thread was forked (erasure rewrites
+                                                 # the history as this prefix + the scratch suffix)
+                                                 "fork": fork_point(plan)}))
     faults.point("commit:begin")
     finish_commit(ctx, agent, session, event.event_id)
 

@@ -11,7 +11,7 @@ from .errors import InjectedCrash
 
 STEPS = (
     "plan", "fork", "replay:turn", "replay:done", "commit:begin", "commit:state", "commit:store",
-    "commit:records",
+    "commit:records", "erase:", "erase:history:staged", "erase:history:swapping",
 )
 _armed: contextvars.ContextVar[str | None] = contextvars.ContextVar("unsee_crash_at", default=None)
 
@@ -20,6 +20,9 @@ def point(name: str) -> None:
     armed = _armed.get()
     if armed is not None and (armed == name or (armed.endswith(":") and name.startswith(armed))):
         raise InjectedCrash(f"injected crash at {name}")
+
+
+fault_point = point  # the name other plugins import from the forget package face
 
 
 @contextlib.contextmanager

@@ -26,7 +26,8 @@ from .event import RevocationEvent
 from .plan import ReplayPlan, describe, make_plan
 from .ports import ForgetContext
 from .replay import abandon, clear_scratch, is_scratch_thread, run_replay, scratch_thread
-from .report import ForgetPlan, ForgetReport
+from .report import ForgetPlan, ForgetReport, SideEffect
+from .sanitize import sanitize, sanitize_value
 from .strategy import Strategy
 
 log = logging.getLogger("unsee.forget")
@@ -69,11 +70,24 @@ def validate_forget_args(session: Any, event: Any, strategy: Any, *, agent: Any 
             raise InvalidArgument(f"{name} must be True or False, got {_got(value)}")
 
 
+def _masked(effect: SideEffect, target: str, hasher: Any) -> SideEffect:
+    """A side effect as the report shows it: the target replaced by its keyed hash
+    (the report says where it went, never reprints it)."""
+    mark = f"[erased {hasher.hash(target)}]"
+    return effect.model_copy(update={"args": sanitize_value(effect.args, target, mark),
+                                     "result": None if effect.result is None else sanitize(effect.result, target,
+                                                                                           mark)})
+
+
 class Forgetter:
     """The forget operator over the ports of a ``ForgetContext`` (never the facade)."""
 
     def __init__(self, ctx: ForgetContext):
         self.ctx = ctx
+
+    def agent_for(self, session: str, agent: Any | None = None) -> Any:
+        """The agent a replay of ``session`` runs through: ``agent``, else the one that ran it here."""
+        return self._agent(session, agent)
 
     def _agent(self, session: str, agent: Any | None) -> Any:
         runs = self.ctx.runs
@@ -161,7 +175,7 @@ class Forgetter:
         try:
             outcome = run_replay(ctx, agent, plan, event, side_effects)
             st = outcome.interceptor.stats
-            orphaned = outcome.interceptor.orphaned()
+            orphaned = [_masked(o, event.target, ctx.hasher) for o in outcome.interceptor.orphaned()]
             committed = False
             if commit_result:
                 commit(ctx, agent, plan, outcome, event)

@@ -75,3 +75,7 @@ class ForgetReport(BaseModel):
     committed: bool = False
     scratch_thread: str | None = None
     notes: list[str] = Field(default_factory=list)
+    #: the signed erasure receipt (``u.forget(..., erase=True)``, the default, after a committed replay)
+    receipt: str | None = None
+    #: whether the audit after erasure found no copy on any route
+    erased_clean: bool | None = None

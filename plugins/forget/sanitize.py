@@ -13,24 +13,24 @@ from __future__ import annotations
 from typing import Any
 
 
-def sanitize(text: str, target: str) -> str:
-    """``text`` with every occurrence of ``target`` removed."""
-    return text.replace(target, "")
+def sanitize(text: str, target: str, replacement: str = "") -> str:
+    """``text`` with every occurrence of ``target`` removed (or replaced by ``replacement``)."""
+    return text.replace(target, replacement)
 
 
-def sanitize_value(value: Any, target: str) -> Any:
+def sanitize_value(value: Any, target: str, replacement: str = "") -> Any:
     """A copy of a JSON-able value with ``target`` removed from every string (keys included).
 
     Lists and tuples come back as lists (as a JSON round trip gives them);
     other scalars are returned as they are.
     """
     if isinstance(value, str):
-        return sanitize(value, target)
+        return sanitize(value, target, replacement)
     if isinstance(value, dict):
-        return {(sanitize(k, target) if isinstance(k, str) else k): sanitize_value(v, target)
-                for k, v in value.items()}
+        return {(sanitize(k, target, replacement) if isinstance(k, str) else k):
+                sanitize_value(v, target, replacement) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [sanitize_value(v, target) for v in value]
+        return [sanitize_value(v, target, replacement) for v in value]
     return value
 
 

@@ -10,6 +10,11 @@ or during a replay the restored shadow the replay runs against. A committed
 replay makes that shadow the session's environment; an aborted one throws it
 away. Environments are kept open until ``close()`` so that every recorded
 snapshot id stays restorable.
+
+The registry also records which session owns each environment (``owners``:
+env id -> session; a replay's shadow belongs to the session, not to its scratch
+thread), so that erasure can find every stored copy of a session's sandbox
+(``snapshots_of``) in a later process.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ class SessionEnvironments:
         self._retired: list[Environment] = []
         self._lock = threading.RLock()
         self._latest: dict[str, str] = {}
+        self._owners: dict[str, str] = {}  # env id -> session
+        self._places: dict[str, list[str]] = {}  # env id -> [backend, local root or ""]
         self._load()
 
     # -- persistence -------------------------------------------------------
@@ -52,6 +59,11 @@ class SessionEnvironments:
             self._snaps[key] = SnapshotId(backend, env_id, seq, ref)
         self._initial.update(data.get("initial", {}))
         self._latest.update(data.get("latest", {}))
+        self._owners.update(data.get("owners", {}))
+        self._places.update(data.get("places", {}))
+        for session, key in [*self._initial.items(), *self._latest.items()]:  # registries without owners
+            if key in self._snaps:
+                self._owners.setdefault(self._snaps[key].env_id, session)
 
     def _save(self) -> None:
         if self.registry is None:
@@ -60,6 +72,8 @@ class SessionEnvironments:
             "snapshots": {k: [s.backend, s.env_id, s.seq, s.ref] for k, s in self._snaps.items()},
             "initial": self._initial,
             "latest": self._latest,
+            "owners": self._owners,
+            "places": self._places,
         }
         self.registry.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.registry.with_suffix(f".{os.getpid()}.tmp")
@@ -78,9 +92,11 @@ class SessionEnvironments:
             env = self._envs.get(session)
             if env is None:
                 env = self.factory()
+                self._own(env, session)
                 latest = self._snaps.get(self._latest.get(session, ""))
                 if latest is not None:
                     env.restore(latest)  # continue where an earlier process left the session
+                    self._save()
                 else:
                     if self.setup is not None:
                         self.setup(session, env)  # e.g. the files a session starts with
@@ -111,6 +127,61 @@ class SessionEnvironments:
                 return self._remember(self._replays[thread][1].snapshot())
             return self._remember(self.env(thread).snapshot(), thread)
 
+    # -- what a session stored (for erasure) --------------------------------
+    def snapshots_of(self, session: str) -> list[SnapshotId]:
+        """Every registered snapshot of an environment the session owned (its shadows included)."""
+        with self._lock:
+            return [s for s in self._snaps.values() if self._owners.get(s.env_id) == session]
+
+    def _own(self, env: Environment, session: str) -> None:
+        """Note that ``env`` belongs to ``session`` and where it stores its state (saved by
+        the caller): erasure must find every environment, even one never snapshotted."""
+        self._owners[env.env_id] = session
+        root = getattr(env, "root", None)
+        self._places[env.env_id] = [getattr(env, "backend", "?"), str(root) if root is not None else ""]
+
+    def environments_of(self, session: str) -> list[SnapshotId]:
+        """One locator per environment the session owned: a registered snapshot of it, else
+        (an environment never snapshotted) a handle ``unsee.sandbox.environment_items`` accepts."""
+        with self._lock:
+            found: dict[str, SnapshotId] = {}
+            for snap in self._snaps.values():
+                if self._owners.get(snap.env_id) == session:
+                    found.setdefault(snap.env_id, snap)
+            for env_id, owner in self._owners.items():
+                if owner == session and env_id not in found and env_id in self._places:
+                    backend, root = self._places[env_id]
+                    ref = str(Path(root) / "snapshots" / "000000") if root else ""
+                    found[env_id] = SnapshotId(backend, env_id, 0, ref)
+            return list(found.values())
+
+    def live_env_id(self, session: str) -> str | None:
+        """The environment holding the session's current state: its open one, else (in a
+        later process) the one its latest snapshot came from."""
+        with self._lock:
+            env = self._envs.get(session)
+            if env is not None:
+                return env.env_id
+            latest = self.latest_snapshot(session)
+            return latest.env_id if latest is not None else None
+
+    def initial_snapshot(self, session: str) -> SnapshotId | None:
+        with self._lock:
+            return self._snaps.get(self._initial.get(session, ""))
+
+    def latest_snapshot(self, session: str) -> SnapshotId | None:
+        with self._lock:
+            return self._snaps.get(self._latest.get(session, ""))
+
+    def drop_snapshots(self, keys: list[str]) -> None:
+        """Forget registry entries (never a session's initial or latest snapshot)."""
+        with self._lock:
+            protected = {*self._initial.values(), *self._latest.values()}
+            for key in keys:
+                if key not in protected:
+                    self._snaps.pop(key, None)
+            self._save()
+
     # -- replay ------------------------------------------------------------
     def begin_replay(self, scratch: str, session: str, snapshot_id: str | None) -> Environment:
         """A shadow of the session's environment restored to ``snapshot_id`` (or to its start)."""
@@ -121,6 +192,8 @@ class SessionEnvironments:
             if snap is None:
                 raise LookupError(f"snapshot {key!r} is not known to this process; cannot restore the sandbox")
             shadow = base.shadow()
+            self._own(shadow, session)
+            self._save()
             shadow.restore(snap)
             old = self._replays.pop(scratch, None)
             if old is not None:

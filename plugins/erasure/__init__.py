@@ -1,0 +1,49 @@
+"""Erasure plugin: erase a forgotten target from every route the runtime wrote,
+prove it with a byte-level audit, and sign a receipt.
+
+One module a job: the forms a target takes on disk (``forms``), byte scanning
+(``scan``), SQLite's WAL and free pages (``sqlite_scrub``), the LangGraph
+history rewrite (``history``), per-thread encryption keys for crypto-shredding
+(``keys``), the route registry (``routes``; the built-in routes in
+``routes_langgraph``, ``routes_records``, ``routes_sandbox``), the journal
+that makes a rerun finish an interrupted erasure (``journal``), signed
+receipts (``receipt``) and the operator (``eraser``). What it needs from its
+surroundings is ``ports.ErasureContext`` (never the facade).
+
+Public names are imported lazily; other plugins and the facade use only these.
+"""
+
+from __future__ import annotations
+
+from unsee.plugins import lazy_exports
+
+_EXPORTS = {
+    "Eraser": ".eraser",
+    "ErasureResult": ".eraser",
+    "AuditReport": ".eraser",
+    "verify": ".eraser",
+    "ErasureContext": ".ports",
+    "Route": ".routes",
+    "RouteAudit": ".routes",
+    "Scope": ".routes",
+    "register_route": ".routes",
+    "log_export": ".routes_records",
+    "Receipt": ".receipt",
+    "RouteReceipt": ".receipt",
+    "read_receipt": ".receipt",
+    "verify_signature": ".receipt",
+    "KeyStore": ".keys",
+    "KeyDestroyed": ".keys",
+    "EncryptingSaver": ".keys",
+    "encrypted_serde": ".keys",
+    "encrypting": ".keys",
+    "HistoryNotRewritable": ".history",
+    "NotForgotten": ".errors",
+    "ReceiptInvalid": ".errors",
+    "target_forms": ".forms",
+    "holds_target": ".forms",
+}
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)

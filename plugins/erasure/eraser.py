@@ -1,0 +1,207 @@
+"""Erase a forgotten target from every route, audit every route, sign a receipt.
+
+``Eraser(ctx).erase(session, event, agent=...)``:
+1. checks its input (a recorded session whose live records no longer hold
+   the target: erasure follows a committed forget, it never replaces one);
+2. audits every route (the *before* column of the receipt);
+3. erases route by route, in registry order, each step idempotent and the
+   history rewrite journaled (``journal.py``), so a rerun after a crash at any
+   step completes the job and the live state is never a tainted checkpoint;
+4. audits every route again — what is *there now*, never what was attempted;
+5. writes a receipt signed with the home's Ed25519 key to
+   ``<home>/receipts/<event id>.json``.
+
+``Eraser(ctx).audit(session, target, agent=...)`` is steps 1's lookup and 4.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from unsee.middleware.errors import InvalidArgument, SessionNotFound
+from unsee.plugins.forget import fault_point
+
+from .errors import NotForgotten
+from .forms import target_forms
+from .journal import Journal
+from .ports import ErasureContext
+from .receipt import Receipt, RouteReceipt, SigningKey, sign_receipt, write_receipt
+from .routes import Route, RouteAudit, Scope
+from .routes_builtin import build_routes
+from .scan import scan_file, sha256_file
+
+_FILE_SAFE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
+#: what no route of this project can reach, named in every receipt
+OUTSIDE = [
+    "copies outside the unsee home and the agent's stores: filesystem snapshots, backups, swap, "
+    "disk sectors the filesystem remapped, other programs' copies",
+]
+#: files of the home that hold no target by construction (keys, receipts, journals)
+OWN_FILES = ("hash.key", "receipt.key", "receipt.pub", "receipts", "erasures")
+
+
+class HomeRoute(Route):
+    """Every file under the home that no other route claims: audited, never erased,
+    so a new writer that forgot to register its route still shows up in the audit."""
+
+    name = "home.other-files"
+    holds = "files under the unsee home no route claims"
+    method = "audited only (a copy here means a writer without a route)"
+
+    def __init__(self, home: Path, claimed: list[Path]):
+        self.home = Path(home)
+        self.claimed = {p.resolve() for p in claimed}
+
+    def _claimed(self, p: Path) -> bool:
+        rp = p.resolve()
+        return rp in self.claimed or any(c in rp.parents for c in self.claimed)
+
+    def audit(self, scope: Scope) -> RouteAudit:
+        out = self._audit()
+        for root, dirs, files in os.walk(self.home):
+            rel = Path(root).relative_to(self.home)
+            if rel.parts and rel.parts[0] in OWN_FILES:
+                continue
+            for f in files:
+                p = Path(root) / f
+                if (not rel.parts and f in OWN_FILES) or self._claimed(p) or not p.is_file():
+                    continue
+                hit = scan_file(p, scope.forms)
+                if hit.copies:
+                    out.byte_copies[str(p)] = hit.copies
+        return out
+
+    def erase(self, scope: Scope) -> list[str]:
+        return []
+
+
+@dataclass
+class AuditReport:
+    session: str
+    routes: list[RouteAudit]
+    unreachable: list[str] = field(default_factory=list)
+
+    @property
+    def copies(self) -> int:
+        return sum(r.copies for r in self.routes)
+
+    @property
+    def clean(self) -> bool:
+        return self.copies == 0
+
+
+@dataclass
+class ErasureResult:
+    receipt: Receipt
+    path: Path
+    before: AuditReport
+    after: AuditReport
+    notes: dict[str, list[str]]
+    #: seconds each route's erase step took (the audits not included)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def clean(self) -> bool:
+        return self.after.clean
+
+
+class Eraser:
+    def __init__(self, ctx: ErasureContext):
+        self.ctx = ctx
+
+    def _scope(self, session: Any, target: Any, event_id: str | None = None,
+               journal: Journal | None = None) -> Scope:
+        if not isinstance(session, str) or not session.strip():
+            raise InvalidArgument(f"thread_id must be a non-empty string, got {type(session).__name__} {session!r}")
+        forms = target_forms(target)  # InvalidArgument for an empty or non-text target
+        if not self.ctx.records.has_session(session):
+            raise SessionNotFound(session)
+        return Scope(session, target, forms, event_id, journal)
+
+    def _routes(self, scope: Scope, agent: Any) -> list[Route]:
+        routes = build_routes(self.ctx, agent)
+        claimed = [p for r in routes for p in r.files(scope)]
+        return [*routes, HomeRoute(self.ctx.home, claimed)]
+
+    def _audit(self, scope: Scope, routes: list[Route], agent: Any) -> AuditReport:
+        unreachable = [u for r in routes for u in r.unreachable()]
+        if agent is None:
+            unreachable.append("the agent's checkpointer and memory store through their API: no agent given "
+                               "(u.erase(..., agent=...) / --agent); files of theirs under the home are scanned")
+        return AuditReport(scope.session, [r.audit(scope) for r in routes], unreachable + OUTSIDE)
+
+    def audit(self, session: str, target: str, agent: Any = None) -> AuditReport:
+        """Every route, byte level and value level, as it is now. Changes nothing."""
+        scope = self._scope(session, target)
+        return self._audit(scope, self._routes(scope, agent), agent)
+
+    def erase(self, session: str, event: Any, agent: Any = None) -> ErasureResult:
+        """Erase ``event.target`` from every route of ``session`` (after a committed forget)."""
+        target, event_id = getattr(event, "target", None), getattr(event, "event_id", None)
+        if not isinstance(event_id, str):
+            raise InvalidArgument(f"event must be a RevocationEvent, got {type(event).__name__}")
+        if not _FILE_SAFE.fullmatch(event_id):  # it names the journal and receipt files
+            raise InvalidArgument(f"event_id must be 1-128 letters, digits, '.', '_' or '-', got {event_id!r}")
+        journal = Journal(self.ctx.home / "erasures" / f"{event_id}.json", session)
+        scope = self._scope(session, target, event_id, journal)
+        if any(scope.holds(t) for t in self.ctx.records.contents(session).values()):
+            raise NotForgotten(session)
+        routes = self._routes(scope, agent)
+        before = self._audit(scope, routes, agent)
+        notes: dict[str, list[str]] = {}
+        timings: dict[str, float] = {}
+        for route in routes:
+            fault_point(f"erase:{route.name}")
+            t0 = time.perf_counter()
+            notes[route.name] = route.erase(scope)
+            timings[route.name] = time.perf_counter() - t0
+        after = self._audit(scope, routes, agent)
+        receipt = self._receipt(scope, routes, before, after, notes)
+        path = self.ctx.home / "receipts" / f"{event_id}.json"
+        write_receipt(receipt, path)
+        journal.set(state="done")
+        return ErasureResult(receipt, path, before, after, notes, timings)
+
+    def _receipt(self, scope: Scope, routes: list[Route], before: AuditReport, after: AuditReport,
+                 notes: dict[str, list[str]]) -> Receipt:
+        rows = []
+        for route, b, a in zip(routes, before.routes, after.routes):
+            files = {}
+            for p in route.files(scope):
+                if Path(p).is_file():
+                    files[str(p)] = sha256_file(p)
+            rows.append(RouteReceipt(name=route.name, method=route.method, copies_before=b.copies,
+                                     copies_after=a.copies, value_copies_after=a.value_copies, files=files,
+                                     notes=[*notes.get(route.name, []), *a.notes]
+                                     + ([f"{a.source_copies} copies in files the sandbox held before the "
+                                         "agent ran (the source, kept)"] if a.source_copies else [])))
+        key = SigningKey.load_or_create(self.ctx.home)
+        receipt = Receipt(unsee_version=self.ctx.version, event_id=scope.event_id or "",
+                          target_hash=self.ctx.hasher.hash(scope.target), sessions=[scope.session],
+                          routes=rows, unreachable=after.unreachable, created_at=datetime.now(timezone.utc),
+                          public_key=key.public_pem())
+        return sign_receipt(receipt, key)
+
+
+def verify(path: Path, ctx: ErasureContext | None = None, target: str | None = None, agent: Any = None):
+    """(receipt, signature ok, audit now or None): check a receipt file's signature (pinned to
+    the home's key when ``ctx`` is given); with the target, re-run the audit."""
+    from .receipt import read_receipt, verify_signature
+
+    receipt = read_receipt(path)
+    pinned = None
+    if ctx is not None and (ctx.home / "receipt.pub").exists():
+        pinned = (ctx.home / "receipt.pub").read_text()
+    ok = verify_signature(receipt, trusted_public_pem=pinned)
+    audit = None
+    if ctx is not None and target is not None:
+        if ctx.hasher.hash(target) != receipt.target_hash:
+            raise InvalidArgument("--target is not the target this receipt was made for (its keyed hash differs)")
+        audit = Eraser(ctx).audit(receipt.sessions[0], target, agent)
+    return receipt, ok, audit

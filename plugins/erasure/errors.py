@@ -1,0 +1,39 @@
+"""Typed errors of the erasure plugin (bad arguments use ``unsee.middleware.errors.InvalidArgument``)."""
+
+from __future__ import annotations
+
+import os
+
+from unsee.middleware.errors import UnseeError
+
+
+class ReceiptInvalid(UnseeError, ValueError):
+    """A receipt file is not valid JSON or does not follow the receipt schema."""
+
+    def __init__(self, reason: str, path: str | os.PathLike | None = None):
+        where = f" {os.fspath(path)}" if path is not None else ""
+        super().__init__(f"the erasure receipt{where} is invalid: {reason}")
+        self.reason = reason
+        self.path = os.fspath(path) if path is not None else None
+
+
+class ReceiptKeyInvalid(UnseeError, ValueError):
+    """The home's receipt signing key file exists but is not an Ed25519 private key."""
+
+    def __init__(self, path: str | os.PathLike, reason: str):
+        super().__init__(
+            f"the receipt signing key {os.fspath(path)} is unusable ({reason}); nothing was changed: "
+            "restore it from a backup, or move it away to create a new key (old receipts keep their embedded key)"
+        )
+        self.path = os.fspath(path)
+        self.reason = reason
+
+
+class NotForgotten(UnseeError, RuntimeError):
+    """Erasure was asked for a session whose live records still hold the target."""
+
+    def __init__(self, session_id: str):
+        super().__init__(
+            f"session {session_id!r} still holds the target in its live state: erasure follows a committed "
+            "forget and never replaces one; forget it first (u.forget / unsee forget), which erases by default")
+        self.session_id = session_id

@@ -1,0 +1,357 @@
+"""Rewriting a LangGraph thread's checkpoint history through the generic saver API.
+
+A forget commits by one ``update_state`` on the session's thread, so the
+thread's history still holds the tainted checkpoints. Here the history itself
+is rebuilt: the clean prefix up to the fork checkpoint, then the
+counterfactual checkpoints the replay wrote in its scratch thread, re-parented
+onto the fork. Only ``list``/``get_tuple``/``put``/``put_writes``/
+``delete_thread`` are used (SqliteSaver, InMemorySaver and PostgresSaver all
+have them; none has a per-checkpoint delete), so the rewrite is two steps the
+caller journals between: :func:`stage_rewrite` builds the new history in a
+staging thread (the user's thread untouched), :func:`swap_in` replaces the
+thread by it (idempotent: a crash inside it is finished by calling it again).
+Only the root namespace ("") is handled; a thread with subgraph checkpoints
+is refused. Hold the session's lock: during the swap the thread is partial.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import re
+import sqlite3
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from langgraph.channels.binop import BinaryOperatorAggregate
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.checkpoint.base.id import uuid6
+
+from unsee.middleware.errors import UnseeError
+
+__all__ = ["HistoryNotRewritable", "StagedHistory", "before_turn", "check_rewritable", "config_of", "copy_thread",
+           "drop_thread", "drop_threads", "history_holding", "stage_rewrite", "swap_in",
+           "threads_with_prefix", "value_text"]
+
+Holds = Callable[[Any], bool]
+
+
+class HistoryNotRewritable(UnseeError, RuntimeError):
+    """The thread's history cannot be rewritten safely (nothing was written to the thread)."""
+
+
+def config_of(thread: str, checkpoint_id: str | None = None) -> dict:
+    """A root-namespace config of ``thread`` (at ``checkpoint_id`` when given)."""
+    conf = {"thread_id": thread, "checkpoint_ns": ""}
+    if checkpoint_id:
+        conf["checkpoint_id"] = checkpoint_id
+    return {"configurable": conf}
+
+
+def value_text(value: Any) -> str:
+    """Every text a value carries, for ``lambda v: target in value_text(v)``.
+
+    Messages and other pydantic models render all their fields (content,
+    tool-call args, additional_kwargs, ...), dicts their keys and values,
+    sequences their items, bytes decoded with replacement; anything else its
+    ``repr``. Parts are joined by newlines."""
+    out: list[str] = []
+    _render(value, out, {})
+    return "\n".join(out)
+
+
+def _render(value: Any, out: list[str], seen: dict[int, Any]) -> None:
+    if isinstance(value, (str, bytes, bytearray, memoryview)):
+        out.append(value if isinstance(value, str) else bytes(value).decode("utf-8", errors="replace"))
+        return
+    if value is None or isinstance(value, (bool, int, float)) or id(value) in seen:  # seen: a cycle
+        out.extend(() if id(value) in seen else (repr(value),))
+        return
+    seen[id(value)] = value  # pinned: a freed temporary's id could be reused and skipped
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _render(k, out, seen)
+            _render(v, out, seen)
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        for v in value:
+            _render(v, out, seen)
+    elif hasattr(value, "model_dump"):  # messages (content, tool calls, kwargs) and other pydantic models
+        try:
+            _render(value.model_dump(), out, seen)
+        except Exception:  # a model that cannot dump still has a repr
+            out.append(repr(value))
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        _render({f.name: getattr(value, f.name) for f in dataclasses.fields(value)}, out, seen)
+    elif hasattr(value, "__slots__") and not hasattr(value, "__dict__"):
+        # e.g. langgraph's Send(node, arg): its repr may escape text, its fields do not
+        _render({s: getattr(value, s, None) for s in value.__slots__}, out, seen)
+    else:
+        out.append(repr(value))
+
+
+def check_rewritable(agent: Any) -> BaseCheckpointSaver:
+    """The agent's saver, if its history can be rewritten; else :class:`HistoryNotRewritable`.
+
+    Needs a checkpointer with ``delete_thread`` and a ``messages`` channel
+    that stores the full list in every checkpoint (``BinaryOperatorAggregate``):
+    a ``DeltaChannel`` keeps its history in ancestors' writes, which a rewrite
+    that drops ancestors would break."""
+    saver = getattr(agent, "checkpointer", None)
+    if not isinstance(saver, BaseCheckpointSaver):
+        raise HistoryNotRewritable(f"the agent has no checkpointer (checkpointer={saver!r})")
+    if getattr(type(saver), "delete_thread", None) is BaseCheckpointSaver.delete_thread:
+        raise HistoryNotRewritable(f"{type(saver).__name__} cannot delete a thread")
+    channels = getattr(agent, "channels", None) or {}
+    msgs = channels.get("messages")
+    if not isinstance(msgs, BinaryOperatorAggregate):
+        raise HistoryNotRewritable(
+            f"the graph's messages channel is {type(msgs).__name__}, not a BinaryOperatorAggregate: "
+            "its checkpoints do not each hold the full state")
+    delta = sorted(k for k, c in channels.items() if type(c).__name__ == "DeltaChannel")
+    if delta:
+        raise HistoryNotRewritable(f"delta channels keep history in ancestors' writes: {delta}")
+    return saver
+
+
+def _id(t: CheckpointTuple) -> str:
+    return t.config["configurable"]["checkpoint_id"]
+
+
+def _parent(t: CheckpointTuple) -> str | None:
+    return (t.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+
+
+def _tuples(saver: BaseCheckpointSaver, thread: str) -> list[CheckpointTuple]:
+    """The thread's root-namespace checkpoints, oldest first (savers list newest first)."""
+    return list(reversed(list(saver.list(config_of(thread)))))
+
+
+def before_turn(saver: BaseCheckpointSaver, thread: str, checkpoint_id: str) -> str | None:
+    """The checkpoint a turn started from: the parent of the nearest "input" checkpoint at or
+    above ``checkpoint_id`` (None for the thread's first turn).
+
+    The fork to pass :func:`stage_rewrite`: a checkpoint recorded inside a turn
+    (its nodes run from it) already holds the turn's input and, as pending
+    writes, its continuation; the state the scratch thread was seeded with is
+    the one before the input."""
+    t = saver.get_tuple(config_of(thread, checkpoint_id))
+    while t is not None and (t.metadata or {}).get("source") != "input":
+        t = saver.get_tuple(config_of(thread, _parent(t))) if _parent(t) else None
+    if t is None:
+        raise HistoryNotRewritable(f"no turn input at or above checkpoint {checkpoint_id!r} of {thread!r}")
+    return _parent(t)
+
+
+def _holds(t: CheckpointTuple, holds_target: Holds) -> bool:
+    # metadata too: LangGraph copies string configurable keys into it
+    return (any(holds_target(v) for v in t.checkpoint.get("channel_values", {}).values())
+            or any(holds_target(w[2]) for w in t.pending_writes or ())
+            or holds_target(dict(t.metadata or {})))
+
+
+def _names(value: Any, thread: str) -> bool:
+    """Whether a metadata value names ``thread`` (as a whole token: "t" does not name "input")."""
+    text = value if isinstance(value, str) else value_text(value)
+    return value == thread or re.search(rf"(?<![\w~.-]){re.escape(thread)}(?![\w~.-])", text) is not None
+
+
+def _copy(saver: BaseCheckpointSaver, tuples: Iterable[CheckpointTuple], dst: str, *, scrub: str | None,
+          rename_to: str, meta_update: dict | None = None, drop: Iterable[str] = (),
+          parents: dict[str, str | None] | None = None, ids: dict[str, str] | None = None,
+          step_shift: int = 0) -> dict[str, str]:
+    """Put ``tuples`` (oldest first) into ``dst``; returns old id -> new id (``ids`` extended).
+
+    A parent is ``parents[old id]`` when given, else the new id of the old parent
+    if it was copied (now or in ``ids``), else none (a root)."""
+    ids = {} if ids is None else ids
+    taken = {_id(t) for t in saver.list(config_of(dst))} | set(ids.values())
+    drop = set(drop)
+    for t in tuples:
+        old = _id(t)
+        new = old if old not in taken else str(uuid6(clock_seq=len(taken)))  # newer than all: a collision only
+        taken.add(new)
+        meta, named = {}, False
+        for k, v in (t.metadata or {}).items():
+            if k in drop:
+                continue
+            if scrub and _names(v, scrub):  # a copy must not name the thread it came from
+                named = True
+                continue
+            meta[k] = v
+        if named:
+            meta["thread_id"] = rename_to
+        if step_shift and isinstance(meta.get("step"), int):
+            meta["step"] += step_shift
+        meta.update(meta_update or {})
+        if parents is not None and old in parents:
+            parent = parents[old]
+        else:
+            parent = ids.get(_parent(t) or "")
+        ckpt = {**t.checkpoint, "id": new}
+        # new_versions = all versions: savers that store a blob per channel version then get every one
+        cfg = saver.put(config_of(dst, parent), ckpt, meta, dict(ckpt.get("channel_versions", {})))
+        by_task: dict[str, list] = {}
+        for task_id, channel, value in t.pending_writes or ():
+            by_task.setdefault(task_id, []).append((channel, value))
+        for task_id, writes in by_task.items():
+            saver.put_writes(cfg, writes, task_id, "")
+        ids[old] = new
+    return ids
+
+
+def copy_thread(saver: BaseCheckpointSaver, src: str, dst: str, *, checkpoints: Iterable[CheckpointTuple] | None = None,
+                metadata_update: dict | None = None, drop_metadata_keys: Iterable[str] = ()) -> int:
+    """Write ``checkpoints`` (default: all of ``src``'s root namespace, oldest first) into ``dst``.
+
+    Parents follow the copied ones (a checkpoint whose parent is not copied
+    becomes a root); ids are kept unless already used in ``dst``. Metadata
+    loses ``drop_metadata_keys`` and every key whose value names ``src``
+    (then ``thread_id`` = ``dst``), and gets ``metadata_update``. Returns the count."""
+    tuples = _tuples(saver, src) if checkpoints is None else list(checkpoints)
+    _copy(saver, tuples, dst, scrub=src, rename_to=dst, meta_update=metadata_update, drop=drop_metadata_keys)
+    return len(tuples)
+
+
+@dataclasses.dataclass
+class StagedHistory:
+    """What :func:`stage_rewrite` staged: ``kept`` prefix (and clean side-branch) checkpoints,
+    ``suffix`` counterfactual ones, ``dropped`` checkpoints of the thread left out."""
+
+    kept: int
+    suffix: int
+    dropped: int
+    stage_thread: str
+
+
+def stage_rewrite(saver: BaseCheckpointSaver, thread: str, *, fork_checkpoint_id: str | None, suffix_thread: str,
+                  stage_thread: str, holds_target: Holds, marker: dict) -> StagedHistory:
+    """Build ``thread``'s new history in ``stage_thread`` (cleared first); ``thread`` is not written.
+
+    The new history: the ancestor line of ``fork_checkpoint_id`` (inclusive,
+    from the root; empty when None), side branches of ``thread`` hanging off
+    kept checkpoints that hold no target (and are older than the new head),
+    then ``suffix_thread``'s checkpoints minus its seed (the leading
+    ``source="update"`` checkpoint(s) its single ``update_state`` wrote),
+    re-parented onto the fork with steps shifted to continue the fork's.
+    Every copy gets ``marker`` merged into its metadata; suffix metadata
+    naming ``suffix_thread`` is dropped. Raises :class:`HistoryNotRewritable`
+    when a prefix or suffix checkpoint holds the target (values, pending
+    writes or metadata), the fork is not in ``thread``, or ``thread`` has
+    subgraph checkpoints. When ``kept + suffix == 0`` nothing is staged:
+    delete the thread instead of calling :func:`swap_in` (which reads an
+    empty stage as "already swapped"). Once "staged" is journaled, never
+    stage again: after a crash in :func:`swap_in` the thread is partial."""
+    saver.delete_thread(stage_thread)  # a rerun starts clean
+    if any(t.config["configurable"].get("checkpoint_ns") for t in saver.list({"configurable": {"thread_id": thread}})):
+        # delete_thread would take subgraph checkpoints with it and they are not copied back
+        raise HistoryNotRewritable(f"thread {thread!r} has subgraph checkpoints: not rewritten")
+    tuples = _tuples(saver, thread)
+    by_id = {_id(t): t for t in tuples}
+
+    def line(cid: str | None) -> list[CheckpointTuple]:
+        out = []
+        while cid and cid in by_id:
+            out.append(by_id[cid])
+            cid = _parent(by_id[cid])
+        return out[::-1]
+
+    # the head is what get_tuple returns: the greatest id
+    main = {_id(t) for t in line(_id(tuples[-1]))} if tuples else set()
+    if fork_checkpoint_id and fork_checkpoint_id not in by_id:
+        raise HistoryNotRewritable(f"fork checkpoint {fork_checkpoint_id!r} is not in thread {thread!r}")
+    prefix = line(fork_checkpoint_id)
+    for t in prefix:
+        if _holds(t, holds_target):
+            raise HistoryNotRewritable(f"checkpoint {_id(t)} before the fork holds the target")
+    kept = {_id(t) for t in prefix}
+    side = []
+    for t in tuples:  # oldest first: a parent is decided before its children
+        if _id(t) not in main and _id(t) not in kept and _parent(t) in kept and not _holds(t, holds_target):
+            kept.add(_id(t))
+            side.append(t)
+
+    scratch = _tuples(saver, suffix_thread)
+    seed = []
+    while len(seed) < len(scratch) and (scratch[len(seed)].metadata or {}).get("source") == "update":
+        seed.append(scratch[len(seed)])
+    suffix = scratch[len(seed):]
+    for t in suffix:
+        if _holds(t, holds_target):
+            raise HistoryNotRewritable(f"counterfactual checkpoint {_id(t)} of {suffix_thread!r} holds the target")
+    fork_id = _id(prefix[-1]) if prefix else None
+    head = _id(suffix[-1]) if suffix else fork_id
+    # a side branch newer than the new head would become the head: drop it (and its descendants)
+    side = [t for t in side if head is not None and _id(t) < head]
+    seed_ids = {_id(t) for t in seed}
+    parents = {_id(t): fork_id for t in suffix if _parent(t) is None or _parent(t) in seed_ids}
+    # the seed stands for the fork's state: the suffix's steps continue the fork's
+    step = lambda ts, i: (ts[i].metadata or {}).get("step", 0) if ts else 0  # noqa: E731
+    shift = (step(prefix, -1) - step(seed, -1)) if seed else (step(prefix, -1) + 1 - step(suffix, 0))
+    shift = shift if prefix else 0
+
+    ids = _copy(saver, prefix + sorted(side, key=_id), stage_thread, scrub=None, rename_to=thread,
+                meta_update=marker)
+    _copy(saver, suffix, stage_thread, scrub=suffix_thread, rename_to=thread, meta_update=marker,
+          parents=parents, ids=ids, step_shift=shift)
+    kept_n = len(prefix) + len(side)
+    return StagedHistory(kept=kept_n, suffix=len(suffix), dropped=len(tuples) - kept_n, stage_thread=stage_thread)
+
+
+def swap_in(saver: BaseCheckpointSaver, thread: str, stage_thread: str) -> int:
+    """Replace ``thread``'s history by ``stage_thread``'s, then delete the stage. Idempotent.
+
+    The caller journals "staged" after :func:`stage_rewrite` and "swapped"
+    after this returns; a crash inside is finished by calling this again
+    (the stage survives until the copy is complete). An empty or missing
+    stage means already swapped: nothing is done and 0 returned. Returns the
+    number of checkpoints now in ``thread``."""
+    staged = _tuples(saver, stage_thread)
+    if not staged:
+        saver.delete_thread(stage_thread)  # writes a partial delete may have left
+        return 0
+    saver.delete_thread(thread)
+    _copy(saver, staged, thread, scrub=stage_thread, rename_to=thread)
+    saver.delete_thread(stage_thread)
+    return len(staged)
+
+
+def history_holding(saver: BaseCheckpointSaver, thread: str, holds_target: Holds) -> tuple[int, int]:
+    """(checkpoints of ``thread``, all namespaces; those whose values, pending writes or metadata hold the target)."""
+    total = holding = 0
+    for t in saver.list({"configurable": {"thread_id": thread}}):
+        total += 1
+        holding += _holds(t, holds_target)
+    return total, holding
+
+
+def threads_with_prefix(saver: BaseCheckpointSaver, prefix: str) -> list[str]:
+    """The saver's thread ids starting with ``prefix`` (e.g. ``<thread>~cf-`` scratch threads), sorted.
+
+    The thread ids are read without loading a checkpoint where the saver's storage
+    allows it (SQLite: one query; in-memory: its keys); other savers are listed
+    whole (``list(None)``), where a row that fails to load (e.g. one written under a
+    destroyed key) raises out of here."""
+    inner = getattr(saver, "inner", saver)  # an EncryptingSaver wraps the real saver
+    conn, storage = getattr(inner, "conn", None), getattr(inner, "storage", None)
+    if isinstance(conn, sqlite3.Connection):
+        with getattr(inner, "lock", contextlib.nullcontext()):
+            rows = conn.execute("SELECT DISTINCT thread_id FROM checkpoints WHERE substr(thread_id, 1, ?) = ?",
+                                (len(prefix), prefix)).fetchall()
+        return sorted(r[0] for r in rows)
+    if isinstance(storage, dict):
+        return sorted(t for t in list(storage) if isinstance(t, str) and t.startswith(prefix))
+    return sorted({tid for t in saver.list(None)
+                   if (tid := t.config["configurable"]["thread_id"]).startswith(prefix)})
+
+
+def drop_thread(saver: BaseCheckpointSaver, thread: str) -> None:
+    """Delete ``thread``'s checkpoints and writes."""
+    saver.delete_thread(thread)
+
+
+def drop_threads(saver: BaseCheckpointSaver, names: Iterable[str]) -> int:
+    """Delete every named thread (scratch threads after a swap); returns how many."""
+    names = list(names)
+    for name in names:
+        saver.delete_thread(name)
+    return len(names)

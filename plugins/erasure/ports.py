@@ -1,0 +1,73 @@
+"""What erasure needs from its surroundings: small protocols, one context.
+
+Like the forget operator, erasure never sees the ``Unsee`` facade: it is
+handed an ``ErasureContext`` of narrow ports (the facade's provenance store,
+call ledger, session environments and hasher satisfy them structurally) plus
+the agent whose checkpointer and memory store it rewrites.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from unsee.middleware.records import Checkpoint
+
+
+class Records(Protocol):
+    """unsee's own records: provenance (artifacts, checkpoints, spans, commit journal) and vault."""
+
+    def exclusive(self) -> AbstractContextManager[tuple[sqlite3.Connection, sqlite3.Connection]]: ...
+    def files(self) -> list[Path]: ...
+    def has_session(self, session_id: str, flush: bool = True) -> bool: ...
+    def checkpoints(self, session_id: str) -> list[Checkpoint]: ...
+    def contents(self, session_id: str) -> dict[str, str]: ...
+    def sessions_like(self, prefix: str) -> list[str]: ...
+    def drop_session(self, session_id: str) -> None: ...
+    def retarget_checkpoints(self, session_id: str, thread_prefix: str) -> int: ...
+    def commits_of(self, session_id: str) -> list[tuple[str, str, str, str | None]]: ...
+
+
+class CallLedger(Protocol):
+    """The call ledger: records of real tool executions (the fact stays, the text can go)."""
+
+    path: Path
+
+    def redact(self, select: Callable[[Any], bool], digest: Callable[[str], str],
+               *, session: str | None = None) -> list[str]: ...
+    def calls(self, *, session: str | None = None) -> list[Any]: ...
+    def vacuum(self) -> None: ...
+
+
+class Environments(Protocol):
+    """Per-session sandboxes and the registry of their snapshots."""
+
+    def snapshots_of(self, session: str) -> list[Any]: ...
+    def environments_of(self, session: str) -> list[Any]: ...
+    def live_env_id(self, session: str) -> str | None: ...
+    def drop_snapshots(self, keys: list[str]) -> None: ...
+    def initial_snapshot(self, session: str) -> Any | None: ...
+    def latest_snapshot(self, session: str) -> Any | None: ...
+
+
+class Hasher(Protocol):
+    def hash(self, text: str) -> str: ...
+
+
+@dataclass(frozen=True)
+class ErasureContext:
+    """Everything an erasure touches. Built by the facade."""
+
+    home: Path
+    records: Records
+    hasher: Hasher
+    #: the call ledger (None: no tool went through it)
+    ledger: Callable[[], CallLedger | None]
+    environments: Environments | None = None
+    #: whether spans carried payload text (``Unsee(content_in_spans=True)``)
+    content_in_spans: bool = False
+    version: str = "0"

@@ -1,0 +1,126 @@
+"""The route registry: every place the runtime writes, in one list.
+
+A *route* is a place a recorded copy of a target can end up (the LangGraph
+checkpoint history, the memory store, unsee's records, the call ledger,
+sandbox snapshots, exported spans, ...). Each route says what it holds, how it
+is erased and how it is audited, in one class:
+
+- ``audit(scope)`` re-reads the route as it is *now*: byte copies in the files
+  it owns (``-wal``/``-shm`` and free pages included) and value copies through
+  the owner's own API (decompressed, decrypted);
+- ``erase(scope)`` removes the copies of ``scope.session`` and returns notes
+  (what was done); it is idempotent, so a rerun after a crash completes it;
+- ``unreachable`` names copies the route cannot erase or even see (a
+  PostgreSQL WAL archive, a remote trace backend), for the receipt.
+
+A route is made by a factory ``(ErasureContext, agent) -> Route | None``
+(None: the route does not apply, e.g. no sandbox). ``register_route`` adds a
+factory, so a new backend adds its route and the audit covers it.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .forms import Form, holds_target
+from .ports import ErasureContext
+from .scan import scan_file, sqlite_files
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What one erasure or audit is about. ``target`` never leaves the process."""
+
+    session: str
+    target: str
+    forms: tuple[Form, ...]
+    event_id: str | None = None
+    #: the erasure's journal: what is done, so a rerun after a crash completes the rest
+    journal: Any = None
+
+    def holds(self, text: str) -> bool:
+        return holds_target(text, self.target)
+
+
+@dataclass
+class RouteAudit:
+    """What an audit found on one route: byte copies per file, value copies, the rest."""
+
+    route: str
+    byte_copies: dict[str, int] = field(default_factory=dict)
+    value_copies: int = 0
+    #: copies present before the target was observed (the source, kept by design)
+    source_copies: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def copies(self) -> int:
+        """Copies that count: byte copies, or value copies where no file was readable."""
+        return max(sum(self.byte_copies.values()), self.value_copies)
+
+    def add_files(self, paths: Sequence[Path], forms: Sequence[Form]) -> None:
+        for p in paths:
+            if p.is_file():
+                hit = scan_file(p, forms)
+                self.byte_copies[str(p)] = hit.copies
+
+
+class Route(abc.ABC):
+    """One place the runtime writes. Subclasses set the three class attributes."""
+
+    #: a short dotted name: "langgraph.checkpoints", "unsee.ledger", ...
+    name: str
+    #: what it holds, in words
+    holds: str
+    #: how it is erased, in words (the receipt's "method")
+    method: str
+
+    @abc.abstractmethod
+    def audit(self, scope: Scope) -> RouteAudit: ...
+
+    @abc.abstractmethod
+    def erase(self, scope: Scope) -> list[str]: ...
+
+    def files(self, scope: Scope | None = None) -> list[Path]:
+        """Files this route owns (so the home scan does not count them twice)."""
+        return []
+
+    def unreachable(self) -> list[str]:
+        return []
+
+    def _audit(self) -> RouteAudit:
+        return RouteAudit(self.name)
+
+
+def sqlite_route_files(paths: Sequence[Path]) -> list[Path]:
+    """Database files and their -wal/-shm/-journal siblings."""
+    out: list[Path] = []
+    for p in paths:
+        out.extend(sqlite_files(Path(p)) or [Path(p)])
+    return out
+
+
+def scrub_note(complete: bool) -> str:
+    """What a SQLite scrub did, for a receipt (an incomplete one is said, never hidden)."""
+    return ("WAL truncated, free pages vacuumed" if complete
+            else "WAL not fully truncated: another connection holds a read lock (old pages may remain in -wal)")
+
+
+RouteFactory = Callable[[ErasureContext, Any], "Route | None"]
+_FACTORIES: list[RouteFactory] = []
+
+
+def register_route(factory: RouteFactory) -> RouteFactory:
+    """Add a route factory (usable as a decorator); the order is the erasure order."""
+    if factory not in _FACTORIES:
+        _FACTORIES.append(factory)
+    return factory
+
+
+def route_factories() -> list[RouteFactory]:
+    """The registered factories, in erasure order (``routes_builtin.build_routes`` uses them)."""
+    return list(_FACTORIES)

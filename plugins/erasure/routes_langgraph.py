@@ -1,0 +1,235 @@
+"""Routes in the agent's LangGraph parts: the checkpoint history and the memory store.
+
+The history is rewritten, not amputated (``history.py``): the thread becomes
+the clean prefix up to the fork checkpoint followed by the counterfactual
+suffix the replay produced in its scratch thread; the tainted checkpoints,
+their writes and blobs, the scratch threads and the staging thread go. Where
+the saver is a SQLite file, the bytes that outlive a row delete (WAL, free
+pages) are scrubbed too; where values are encrypted per thread
+(``keys.EncryptingSaver``) the rewritten history is written under a new key
+and the old keys are destroyed. In-process savers and stores
+(``InMemorySaver``, ``InMemoryStore``) are audited at the value level only:
+they have no files.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from unsee.plugins.forget import fault_point
+
+from . import history
+from .keys import EncryptingSaver
+from .forms import Form
+from .routes import Route, RouteAudit, Scope, register_route, scrub_note, sqlite_route_files
+from .scan import scan_file
+from .sqlite_scrub import scrub
+
+log = logging.getLogger("unsee.erasure")
+
+SCRATCH_MARK = "~cf-"  # the forget plugin's scratch thread mark (plugins/forget/replay.py)
+STAGE_MARK = "~er-"
+
+
+def sqlite_path(conn: Any) -> Path | None:
+    """The file behind a sqlite3 connection (None: in memory, or not SQLite)."""
+    if not isinstance(conn, sqlite3.Connection):
+        return None
+    try:
+        rows = conn.execute("PRAGMA database_list").fetchall()
+    except sqlite3.Error:
+        return None
+    for _, name, file in rows:
+        if name == "main" and file:
+            return Path(file)
+    return None
+
+
+def _never(value: Any) -> bool:
+    return False
+
+
+class CheckpointHistoryRoute(Route):
+    name = "langgraph.checkpoints"
+    holds = "the LangGraph thread's checkpoint history (values, pending writes, blobs) and replay scratch threads"
+    method = "history rewritten as clean prefix + counterfactual suffix; tainted checkpoints and scratch threads deleted"
+
+    def __init__(self, agent: Any, records: Any):
+        self.agent = agent
+        self.saver = agent.checkpointer
+        self.records = records
+        inner = getattr(self.saver, "inner", self.saver)  # an EncryptingSaver wraps the real saver
+        self.conn = getattr(inner, "conn", None)
+        self.lock = getattr(inner, "lock", None)
+        self.path = sqlite_path(self.conn)
+        self.keys = self.saver.store if isinstance(self.saver, EncryptingSaver) else None
+        if self.keys is not None:
+            self.method += "; old per-thread keys destroyed (crypto-shredding)"
+
+    def files(self, scope: Scope | None = None) -> list[Path]:
+        return sqlite_route_files([self.path]) if self.path else []
+
+    def unreachable(self) -> list[str]:
+        if self.path is None and type(getattr(self.saver, "inner", self.saver)).__name__.startswith("Postgres"):
+            return ["PostgreSQL WAL segments, dead tuples, backups and replicas of the checkpoint tables"
+                    + (" (values encrypted: their keys are destroyed)" if self.keys else
+                       " (values not encrypted: use unsee's EncryptingSaver to make them unreadable)")]
+        return []
+
+    def _holds(self, scope: Scope):
+        return lambda value: scope.holds(history.value_text(value))
+
+    def threads(self, scope: Scope) -> list[str]:
+        return [scope.session, *history.threads_with_prefix(self.saver, scope.session + SCRATCH_MARK),
+                *history.threads_with_prefix(self.saver, scope.session + STAGE_MARK)]
+
+    def audit(self, scope: Scope) -> RouteAudit:
+        out = self._audit()
+        total = holding = 0
+        for thread in self.threads(scope):
+            n, h = history.history_holding(self.saver, thread, self._holds(scope))
+            total, holding = total + n, holding + h
+        out.value_copies = holding
+        out.notes.append(f"{holding} of {total} checkpoints hold the target")
+        if self.path is not None:
+            out.add_files(self.files(), scope.forms)
+        else:
+            out.notes.append("no file behind this saver: audited through its API only")
+        return out
+
+    def erase(self, scope: Scope) -> list[str]:
+        notes: list[str] = []
+        saver, thread = self.saver, scope.session
+        pending = self._pending(scope)
+        if not pending and history.history_holding(saver, thread, self._holds(scope))[1]:
+            raise history.HistoryNotRewritable(
+                f"session {thread!r} holds the target in its checkpoint history but has no committed replay "
+                "to rewrite it from: forget the target first (u.forget / unsee forget)")
+        # Oldest first: a later replay may have forked from a checkpoint of an earlier one's scratch
+        # thread; once that one is swapped in (ids kept), the fork point is in the thread itself.
+        for k, (event_id, scratch, fork) in enumerate(pending):
+            last = k == len(pending) - 1
+            notes += self._rewrite(scope, event_id, scratch, fork, self._holds(scope) if last else _never)
+            history.drop_thread(saver, scratch)
+        for t in self.threads(scope)[1:]:
+            history.drop_thread(saver, t)
+        moved = self.records.retarget_checkpoints(scope.session, scope.session + SCRATCH_MARK)
+        if moved:
+            notes.append(f"{moved} recorded checkpoints now point at the rewritten thread")
+        if self.keys is not None:
+            notes.append(self._shred(scope))
+        if self.conn is not None and self.path is not None:
+            res = scrub(self.conn, lock=self.lock)
+            notes.append(scrub_note(res.checkpoint_complete))
+        return notes
+
+    def _pending(self, scope: Scope) -> list[tuple[str, str, dict | None]]:
+        """(event id, scratch thread, fork point) of every committed replay of the session whose
+        scratch thread is still there (not erased yet), oldest first."""
+        out = []
+        for event_id, scratch, state, payload in self.records.commits_of(scope.session):
+            if state == "done" and self.saver.get_tuple(history.config_of(scratch)) is not None:
+                out.append((event_id, scratch, json.loads(payload or "{}").get("fork")))
+        return out
+
+    def _rewrite(self, scope: Scope, event_id: str, scratch: str, fork: dict | None, holds) -> list[str]:
+        """Stage, journal, swap: the thread becomes its clean prefix + ``scratch``'s suffix."""
+        saver, thread, journal = self.saver, scope.session, scope.journal
+        key, stage = f"history:{event_id}", f"{thread}{STAGE_MARK}{event_id[:12]}"
+        notes = []
+        if journal.get(key) == "swapped":
+            return notes
+        if journal.get(key) != "staged":
+            # unsee records a turn's checkpoint after the turn's input was added: the clean
+            # prefix ends where that turn started
+            start = history.before_turn(saver, thread, fork["checkpoint_id"]) if fork else None
+            staged = history.stage_rewrite(
+                saver, thread, fork_checkpoint_id=start, suffix_thread=scratch, stage_thread=stage,
+                holds_target=holds, marker={"unsee_rewritten": scope.event_id or "erase", "unsee_commit": event_id})
+            notes.append(f"history staged: {staged.kept} prefix + {staged.suffix} counterfactual checkpoints; "
+                         f"{staged.dropped} dropped")
+            journal.set(**{key: "staged"})
+            fault_point("erase:history:staged")
+        if self.keys is not None and not journal.get("rotated"):
+            # the rewritten history is written under a new key; the old ones are destroyed below
+            self.keys.rotate(thread)
+            journal.set(rotated=True)
+        fault_point("erase:history:swapping")
+        n = history.swap_in(saver, thread, stage)
+        journal.set(**{key: "swapped"})
+        notes.append(f"history swapped in ({n} checkpoints)")
+        return notes
+
+    def _shred(self, scope: Scope) -> str:
+        """Destroy every key of the scratch/stage threads and every key of the thread but its
+        active one (the rewritten history is under that one; ciphertext left anywhere under the
+        old keys — WAL, backups, replicas — is unreadable from now on)."""
+        active = self.keys.key_for(scope.session)[0]
+        gone = [kid for t in self.threads(scope)[1:] for kid in self.keys.kids_of(t)]
+        gone += [kid for kid in self.keys.kids_of(scope.session) if kid != active]
+        if not gone:
+            return "no old encryption key to destroy"
+        secrets = [Form(f"key {kid}", self.keys.key(kid)) for kid in gone]
+        complete = self.keys.destroy(gone)
+        # the key store is a route of its own kind: prove the destroyed key bytes are gone from it
+        left = sum(scan_file(p, secrets).copies for p in sqlite_route_files([self.keys.path]) if p.is_file())
+        return (f"{len(gone)} old encryption keys destroyed; their bytes in {self.keys.path.name} (+wal, shm): "
+                f"{left}" + ("" if complete else " (the key store's WAL was not fully truncated)"))
+
+
+class MemoryStoreRoute(Route):
+    name = "langgraph.store"
+    holds = "memory store items (cross-thread memories)"
+    method = "items written in I(z) rolled back at commit; file WAL truncated and vacuumed"
+
+    def __init__(self, store: Any):
+        self.store = store
+        self.inner = getattr(store, "inner", store)
+        self.conn = getattr(self.inner, "conn", None)
+        self.lock = getattr(self.inner, "lock", None)
+        self.path = sqlite_path(self.conn)
+
+    def files(self, scope: Scope | None = None) -> list[Path]:
+        return sqlite_route_files([self.path]) if self.path else []
+
+    def audit(self, scope: Scope) -> RouteAudit:
+        out = self._audit()
+        items = list(_all_items(self.inner))
+        out.value_copies = sum(1 for i in items if scope.holds(history.value_text(i.value)))
+        out.notes.append(f"{out.value_copies} of {len(items)} items hold the target")
+        if self.path is not None:
+            out.add_files(self.files(), scope.forms)
+        return out
+
+    def erase(self, scope: Scope) -> list[str]:
+        if self.conn is None or self.path is None:
+            return []
+        res = scrub(self.conn, lock=self.lock)
+        return [scrub_note(res.checkpoint_complete)]
+
+
+def _all_items(store: Any, page: int = 500):
+    offset = 0
+    while True:
+        batch = store.search((), limit=page, offset=offset)
+        yield from batch
+        if len(batch) < page:
+            return
+        offset += page
+
+
+@register_route
+def _history_route(ctx, agent):
+    if agent is None or getattr(agent, "checkpointer", None) in (None, False, True):
+        return None
+    return CheckpointHistoryRoute(agent, ctx.records)
+
+
+@register_route
+def _store_route(ctx, agent):
+    store = getattr(agent, "store", None) if agent is not None else None
+    return MemoryStoreRoute(store) if store is not None else None

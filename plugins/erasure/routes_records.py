@@ -1,0 +1,156 @@
+"""Routes in unsee's own files: the records (provenance + vault), the call ledger,
+exported spans.
+
+- records: a committed forget already replaced the session's artifacts, spans
+  and vault content with the counterfactual ones; erasure drops the scratch
+  sessions, removes the target from whatever text of the session still holds
+  it (memory-store journal rows, commit journal payloads, span attributes when
+  spans carried payload), and scrubs WAL and free pages.
+- ledger: calls whose arguments, result or error hold the target keep their
+  fact (id, tool, status, times) and lose their text (a keyed hash instead).
+- exports: spans that left the machine. Files written locally (Jaeger JSON)
+  are audited; what went to an OTLP receiver is listed as unreachable, with
+  whether payload text could have gone with it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .forms import remove_forms
+from .routes import Route, RouteAudit, Scope, register_route, scrub_note, sqlite_route_files
+from .sqlite_scrub import scrub
+
+SCRATCH_MARK = "~cf-"
+EXPORT_LOG = "exports.jsonl"
+
+
+class RecordsRoute(Route):
+    name = "unsee.records"
+    holds = "provenance records, spans and the content vault; the store and commit journals"
+    method = "replaced by the counterfactual at commit; leftover texts cleaned; WAL truncated, free pages vacuumed"
+
+    def __init__(self, records: Any):
+        self.records = records
+
+    def files(self, scope: Scope | None = None) -> list[Path]:
+        return sqlite_route_files(self.records.files())
+
+    def audit(self, scope: Scope) -> RouteAudit:
+        out = self._audit()
+        sessions = [scope.session, *self.records.sessions_like(scope.session + SCRATCH_MARK)]
+        out.value_copies = sum(1 for s in sessions for *_, text in self.records.session_texts(s)
+                               if scope.holds(text))
+        out.add_files(self.files(), scope.forms)
+        return out
+
+    def erase(self, scope: Scope) -> list[str]:
+        notes = []
+        scratch = self.records.sessions_like(scope.session + SCRATCH_MARK)
+        for s in scratch:
+            self.records.drop_session(s)
+        if scratch:
+            notes.append(f"{len(scratch)} scratch sessions' records dropped")
+        n = self.records.rewrite_texts(scope.session,
+                                       lambda t: remove_forms(t, scope.target) if scope.holds(t) else None)
+        if n:
+            notes.append(f"{n} stored texts of the session cleaned")
+        with self.records.exclusive() as (db, vault):
+            complete = all(scrub(c).checkpoint_complete for c in (db, vault))
+        notes.append(scrub_note(complete))
+        return notes
+
+
+class LedgerRoute(Route):
+    name = "unsee.ledger"
+    holds = "the call ledger: arguments, results and errors of real tool executions"
+    method = "text of calls holding the target replaced by keyed hashes (the fact of the call kept); vacuumed"
+
+    def __init__(self, ledger: Any, hasher: Any):
+        self.ledger = ledger
+        self.hasher = hasher
+
+    def files(self, scope: Scope | None = None) -> list[Path]:
+        return sqlite_route_files([self.ledger.path])
+
+    def _holds(self, scope: Scope):
+        return lambda rec: any(scope.holds(t) for t in (rec.args_json, rec.result_json or "", rec.error or ""))
+
+    def audit(self, scope: Scope) -> RouteAudit:
+        out = self._audit()
+        out.value_copies = sum(1 for rec in self.ledger.calls() if self._holds(scope)(rec))
+        out.add_files(self.files(), scope.forms)
+        return out
+
+    def erase(self, scope: Scope) -> list[str]:
+        # Every session, not only this one: a call of another session that holds the target
+        # is a copy of it too (the ledger keeps the fact, never needs the text).
+        ids = self.ledger.redact(self._holds(scope), self.hasher.hash)
+        self.ledger.vacuum()
+        return [f"{len(ids)} call records redacted"] if ids else []
+
+
+class ExportsRoute(Route):
+    name = "exports"
+    holds = "spans exported over OTLP or written as Jaeger JSON"
+    method = "not erased by unsee: Jaeger JSON files audited, OTLP receivers listed as unreachable"
+
+    def __init__(self, home: Path, content_in_spans: bool):
+        self.log = Path(home) / EXPORT_LOG
+        self.content_in_spans = content_in_spans
+
+    def _exports(self, session: str | None = None) -> list[dict]:
+        if not self.log.exists():
+            return []
+        rows = [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
+        return [r for r in rows if session is None or r.get("session") == session]
+
+    def files(self, scope: Scope | None = None) -> list[Path]:
+        return [self.log]
+
+    def audit(self, scope: Scope) -> RouteAudit:
+        out = self._audit()
+        local = {Path(r["to"]) for r in self._exports(scope.session) if r.get("kind") == "jaeger-json"}
+        out.add_files(sorted(p for p in local if p.is_file()), scope.forms)
+        return out
+
+    def erase(self, scope: Scope) -> list[str]:
+        return []
+
+    def unreachable(self) -> list[str]:
+        out = []
+        for r in self._exports():
+            if r.get("kind") != "otlp":
+                continue  # files written here are audited, not unreachable
+            payload = "payload text may have gone with them" if r.get("payload") else "no payload text on them"
+            out.append(f"{r['spans']} spans of session {r['session']} sent to {r['to']} ({r['kind']}) "
+                       f"at {r['at']}: {payload}")
+        return out
+
+
+def log_export(home: Path, session: str, kind: str, to: str, spans: int, payload: bool) -> None:
+    """Note an export in the home (the receipt lists what left the machine)."""
+    import time
+
+    line = json.dumps({"session": session, "kind": kind, "to": to, "spans": spans, "payload": payload,
+                       "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    with open(Path(home) / EXPORT_LOG, "a") as f:
+        f.write(line + "\n")
+
+
+@register_route
+def _records_route(ctx, agent):
+    return RecordsRoute(ctx.records)
+
+
+@register_route
+def _ledger_route(ctx, agent):
+    ledger = ctx.ledger()
+    return LedgerRoute(ledger, ctx.hasher) if ledger is not None else None
+
+
+@register_route
+def _exports_route(ctx, agent):
+    return ExportsRoute(ctx.home, ctx.content_in_spans)

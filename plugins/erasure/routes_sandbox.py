@@ -1,0 +1,116 @@
+"""The sandbox route: snapshots, retired environments, Docker images and containers.
+
+What is kept is decided by reachability, not by time: a snapshot stays if a
+checkpoint the session still has refers to it (the clean prefix keeps its
+snapshots before tau, restorable), or if it is the session's initial or latest
+state; every other stored item of the session's environments goes — snapshots
+taken at or after tau in the pre-forget environment, that environment's
+workspace or container (retired when the replay's shadow became the
+session's sandbox), the shadow's base image (the parent's state when the
+replay began).
+
+Files that were in the session's sandbox before the agent ran (its initial
+snapshot, e.g. the ticket a read tool returns) are the *source* of an
+observation, not a record of it: the audit counts them apart (``source``)
+and erasure leaves them.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from unsee.sandbox import SandboxError, delete_items, environment_items, read_item, snapshot_item
+
+from .forms import count_forms
+from .routes import Route, RouteAudit, Scope, register_route
+
+log = logging.getLogger("unsee.erasure")
+
+
+class SandboxRoute(Route):
+    name = "sandbox"
+    holds = "sandbox snapshots, environments' workspaces/containers and Docker images"
+    method = "unreferenced snapshots, retired environments and their images deleted (pre-tau snapshots kept)"
+
+    def __init__(self, environments: Any, records: Any):
+        self.envs = environments
+        self.records = records
+
+    def files(self, scope: Scope | None = None) -> list:
+        """Local directories of the session's environments (the home scan leaves them to this route)."""
+        if scope is None:
+            return []
+        from pathlib import Path
+
+        return [Path(item.ref) for item, _ in self._items(scope.session) if item.backend == "local"]
+
+    def _keep(self, session: str) -> set[str]:
+        """Snapshot keys the session still needs."""
+        keep = {c.env_snapshot_id for c in self.records.checkpoints(session) if c.env_snapshot_id}
+        for snap in (self.envs.initial_snapshot(session), self.envs.latest_snapshot(session)):
+            if snap is not None:
+                keep.add(str(snap))
+        return keep
+
+    def _items(self, session: str) -> list[tuple[Any, bool]]:
+        """(stored item, kept?) for every item of every environment the session owned."""
+        snaps = self.envs.snapshots_of(session)
+        keep = self._keep(session)
+        kept_refs = {s.ref for s in snaps if str(s) in keep}
+        live = self.envs.live_env_id(session)
+        seen: dict[tuple[str, str], tuple[Any, bool]] = {}
+        for any_snap in self.envs.environments_of(session):
+            env_id = any_snap.env_id
+            for item in environment_items(any_snap):
+                if item.kind in ("snapshot", "image"):
+                    kept = item.ref in kept_refs
+                else:  # a workspace or container: the live environment's stays
+                    kept = env_id == live
+                seen[(item.kind, item.ref)] = (item, kept)
+        return list(seen.values())
+
+    def _source(self, session: str) -> dict[str, bytes]:
+        snap = self.envs.initial_snapshot(session)
+        if snap is None:
+            return {}
+        try:
+            return dict(read_item(snapshot_item(snap)))
+        except (SandboxError, OSError):
+            return {}
+
+    def audit(self, scope: Scope) -> RouteAudit:
+        out = self._audit()
+        source = self._source(scope.session)
+        for item, _ in self._items(scope.session):
+            copies = 0
+            try:
+                for path, data in read_item(item):
+                    n = sum(count_forms(data, scope.forms).values()) if data else 0
+                    if n and source.get(path) == data:
+                        out.source_copies += n  # present before the agent ran: the source
+                    else:
+                        copies += n
+            except (SandboxError, OSError) as exc:
+                out.notes.append(f"{item.describe()}: unreadable ({exc})")
+            if copies:
+                out.byte_copies[item.describe()] = copies
+        return out
+
+    def erase(self, scope: Scope) -> list[str]:
+        doomed = [item for item, kept in self._items(scope.session) if not kept]
+        failed = []
+        try:  # containers first, then images children before parents (the daemon refuses otherwise)
+            gone = len(delete_items(doomed))
+        except (SandboxError, OSError) as exc:
+            gone = 0
+            failed.append(str(exc))
+        # The registry keeps the ids of deleted snapshots (ids hold no content): the audit
+        # after erasure still finds every environment the session owned, and restoring a
+        # deleted snapshot is a clear SnapshotNotFound.
+        return [f"{gone} stored sandbox items deleted"] + [f"could not delete {f}" for f in failed]
+
+
+@register_route
+def _sandbox_route(ctx, agent):
+    return SandboxRoute(ctx.environments, ctx.records) if ctx.environments is not None else None

@@ -1,0 +1,119 @@
+"""The erasure scenario of issue 12: a support agent on a file ``SqliteSaver`` and
+a file ``SqliteStore``; the secret arrives in a tool return (recorded in the call
+ledger), a sandboxed ``write`` tool files it into the sandbox, an ``external``
+tool fires, a preference goes to the memory store. Deterministic (scripted policy)."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+
+from langchain.agents import create_agent
+from langchain.agents.middleware import SummarizationMiddleware
+from langchain.tools import ToolRuntime
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.store.sqlite import SqliteStore
+
+from unsee import Unsee
+from unsee.plugins.eval import ScriptedChatModel, call_id
+
+SECRET = "4417-2231"
+TURNS = ["Hello, I'm Dana.", "Please look up T1.", "File it in my case.", "refund 5521 please",
+         "remember that I prefer email", "What is the status?"]
+
+
+def policy(messages, tools):
+    last = messages[-1]
+    if isinstance(last, ToolMessage):
+        return AIMessage(content=f"Result: {last.content}")
+    text = str(last.content)
+    results = [str(m.content) for m in messages if isinstance(m, ToolMessage)]
+    calls = []
+    if t := re.search(r"\bT\d\b", text):
+        calls.append(("lookup", {"ticket": t.group(0)}))
+    elif "file it" in text.lower():
+        found = [r for r in results if r.startswith("ticket")]
+        calls.append(("save_case", {"note": found[-1] if found else "nothing"}))
+    elif m := re.search(r"refund (\d+)", text):
+        calls.append(("refund", {"order": m.group(1), "reason": "broken blender"}))
+    elif m := re.search(r"remember that (.+)", text):
+        calls.append(("note", {"fact": m.group(1)}))
+    if calls:
+        return AIMessage(content="", tool_calls=[{"name": n, "args": a, "id": call_id(messages, i), "type": "tool_call"}
+                                                 for i, (n, a) in enumerate(calls)])
+    seen = [str(x.content) for x in messages if isinstance(x, (HumanMessage, ToolMessage))]
+    return AIMessage(content=f"Noted. So far: {' | '.join(seen[-3:])}")
+
+
+def tickets(user_text: str = "") -> dict[str, str]:
+    return {"T1": f"ticket T1: card {SECRET} on file, blender broken", "T2": "ticket T2: kettle leaks"}
+
+
+def build(home: Path, *, sandbox: str = "local", summarize: bool = False, encrypted: bool = False):
+    """(u, agent, close) on ``home``: files langgraph.sqlite and store.sqlite there."""
+    u = Unsee(home=home, sandbox=sandbox)
+    lg = sqlite3.connect(home / "langgraph.sqlite", check_same_thread=False)
+    st = sqlite3.connect(home / "store.sqlite", check_same_thread=False, isolation_level=None)
+    inner_store = SqliteStore(st)
+    inner_store.setup()
+    store = u.recorded_store(inner_store)
+    saver = u.encrypted(lambda serde: SqliteSaver(lg, serde=serde)) if encrypted else SqliteSaver(lg)
+
+    @u.tool(effect="read")
+    def lookup(ticket: str) -> str:
+        """Look up a ticket."""
+        return tickets().get(ticket, f"ticket {ticket}: unknown")
+
+    @u.tool(effect="write", sandboxed=True)
+    def save_case(note: str, env) -> str:
+        """File a note in the customer's case."""
+        env.write_file("case/notes.txt", note.encode())
+        return "saved case/notes.txt"
+
+    @u.tool(effect="external")
+    def refund(order: str, reason: str) -> str:
+        """Refund an order (moves money)."""
+        with open(home / "payments.log", "a") as f:
+            f.write(f"refund {order}\n")
+        return f"refund of {order} issued"
+
+    @tool
+    def note(fact: str, runtime: ToolRuntime) -> str:
+        """Remember a preference of the customer."""
+        runtime.store.put(("mem", "dana"), "pref", {"text": fact})
+        return "noted"
+
+    note.metadata = {"unsee.effect": "write"}
+    mws = [u.middleware(), u.memory_middleware(store, ("mem", "dana"))]
+    if summarize:
+        mws.append(SummarizationMiddleware(ScriptedChatModel(policy=policy), trigger=("messages", 10),
+                                           keep=("messages", 3),
+                                           summarizer=lambda ms: " / ".join(str(m.content)[:80] for m in ms)))
+    agent = create_agent(ScriptedChatModel(policy=policy), [lookup, save_case, refund, note],
+                         system_prompt="You are support.", middleware=mws, checkpointer=saver, store=store)
+
+    def close():
+        u.close()
+        lg.close()
+        st.close()
+
+    return u, agent, close
+
+
+def run(agent, thread: str, turns=TURNS) -> None:
+    for text in turns:
+        agent.invoke({"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": thread}})
+
+
+def raw_copies(home: Path, needle: bytes = SECRET.encode()) -> dict[str, int]:
+    """Raw byte copies per file under ``home`` (a plain grep, independent of unsee's scanner)."""
+    out = {}
+    for p in Path(home).rglob("*"):
+        if p.is_file():
+            n = p.read_bytes().count(needle)
+            if n:
+                out[str(p.relative_to(home))] = n
+    return out
