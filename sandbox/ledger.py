@@ -498,12 +498,14 @@ class Ledger:
                 done.append(rec.call_id)
         return done
 
-    def vacuum(self) -> None:
-        """Checkpoint and truncate the WAL, then VACUUM (drops free pages)."""
+    def vacuum(self) -> bool:
+        """Checkpoint and truncate the WAL, then VACUUM (drops free pages). True when the final
+        truncation was complete (False: another connection's reader kept old frames in the WAL)."""
         conn = self._conn()
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         conn.execute("VACUUM")
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        busy, log, done = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return busy == 0 and log == done
 
     def integrity_ok(self) -> bool:
         row = self._conn().execute("PRAGMA integrity_check").fetchone()

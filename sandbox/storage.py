@@ -343,17 +343,25 @@ def delete_item(item: StoredItem, *, client: Any = None) -> bool:
     return _delete_docker(item, client or _docker_client())
 
 
-def delete_items(items: Iterable[StoredItem], *, client: Any = None) -> list[StoredItem]:
-    """Delete several items in an order the daemon accepts (containers, then images,
-    children before parents, then directories); returns those that were deleted."""
+def deletion_order(items: Iterable[StoredItem], *, client: Any = None) -> list[StoredItem]:
+    """``items`` in an order the daemon accepts deleting them in: containers, then images
+    children before parents, then directories."""
     items = list(items)
     containers = [i for i in items if i.kind == "container"]
     images = [i for i in items if i.backend == "docker" and i.kind in ("snapshot", "image")]
     if containers or images:
-        client = client or _docker_client()
-        images = _newest_first(images, client)
+        images = _newest_first(images, client or _docker_client())
     dirs = [i for i in items if i not in containers and i not in images]
-    return [i for i in [*containers, *images, *dirs] if delete_item(i, client=client)]
+    return [*containers, *images, *dirs]
+
+
+def delete_items(items: Iterable[StoredItem], *, client: Any = None) -> list[StoredItem]:
+    """Delete several items in :func:`deletion_order`; returns those that were deleted
+    (the first failure raises: use ``deletion_order`` + ``delete_item`` to go on past one)."""
+    items = list(items)
+    if any(i.backend == "docker" for i in items):
+        client = client or _docker_client()
+    return [i for i in deletion_order(items, client=client) if delete_item(i, client=client)]
 
 
 def _newest_first(images: list[StoredItem], client: Any) -> list[StoredItem]:

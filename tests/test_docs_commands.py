@@ -217,6 +217,15 @@ def _erase_flow(d: Path) -> None:
     forged.write_text(json.dumps(data))
     res = _run(d, f"unsee receipt verify {forged}")
     assert res.returncode == 1 and "INVALID" in res.stdout, res.stdout + res.stderr
+    # re-signed by another key (its own embedded): this home's key is what counts
+    from unsee.plugins.erasure.receipt import Receipt, SigningKey, sign_receipt
+
+    other = SigningKey.load_or_create(d / "other-key")
+    resigned = sign_receipt(Receipt.model_validate({**data, "public_key": other.public_pem(), "signature": None}),
+                            other)
+    forged.write_text(resigned.model_dump_json())
+    res = _run(d, f"unsee receipt verify {forged}")
+    assert res.returncode == 1 and "INVALID" in res.stdout, res.stdout + res.stderr
 
 
 def _serve(workdir: Path) -> None:

@@ -421,10 +421,17 @@ def receipt_verify_cmd(
 
     if not path.is_file():
         raise cx.BadParameter(f"no receipt file at {path}")
-    compiled, u = _agent_and_unsee(agent) if target else (None, None)
+    home = _home()
+    pinned = (home / "receipt.pub").exists()
+    if target:
+        compiled, u = _agent_and_unsee(agent)
+    else:
+        compiled, u = None, (_open() if pinned else None)
     receipt, ok, audit = verify(path, u._erasure_context() if u else None, target, compiled)
     c = _console()
-    c.print(f"signature: {'valid' if ok else 'INVALID'} (event {receipt.event_id}, {receipt.created_at:%Y-%m-%d %H:%M:%S} UTC)")
+    key = f"this home's key ({home / 'receipt.pub'})" if pinned else "the key embedded in it (no receipt.pub in this home to pin it to)"
+    c.print(f"signature: {'valid' if ok else 'INVALID'} against {key} (event {receipt.event_id}, "
+            f"{receipt.created_at:%Y-%m-%d %H:%M:%S} UTC)", soft_wrap=True)
     for r in receipt.routes:
         c.print(f"  {r.name}: {r.copies_before} -> {r.copies_after} copies ({r.method})", soft_wrap=True)
     for line in receipt.unreachable:

@@ -384,7 +384,7 @@ class Unsee:
             # the sandboxes the home's sessions stored: read them through the registry
             envs = SessionEnvironments(_no_sandbox, registry=registry)
         return ErasureContext(home=self.home, records=self.store, hasher=self.hasher, ledger=ledger,
-                              environments=envs, content_in_spans=self.recorder.content_in_spans,
+                              environments=envs, runs=self.recorder, content_in_spans=self.recorder.content_in_spans,
                               version=_version())
 
     def _forget_context(self):

@@ -152,6 +152,10 @@ class Eraser:
         scope = self._scope(session, target, event_id, journal)
         if any(scope.holds(t) for t in self.ctx.records.contents(session).values()):
             raise NotForgotten(session)
+        if self.ctx.runs is not None:
+            # the history swap leaves the thread partial for a moment: no run of this process
+            # may read or write it then (across processes: session leases, issue 13)
+            self.ctx.runs.wait_idle(session)
         routes = self._routes(scope, agent)
         before = self._audit(scope, routes, agent)
         notes: dict[str, list[str]] = {}

@@ -221,10 +221,13 @@ class StagedHistory:
     suffix: int
     dropped: int
     stage_thread: str
+    #: the head of ``thread`` the stage was built from (if it moved, stage again before swapping)
+    head: str | None = None
 
 
 def stage_rewrite(saver: BaseCheckpointSaver, thread: str, *, fork_checkpoint_id: str | None, suffix_thread: str,
-                  stage_thread: str, holds_target: Holds, marker: dict) -> StagedHistory:
+                  stage_thread: str, holds_target: Holds, marker: dict,
+                  continue_after: Callable[[dict], bool] | None = None) -> StagedHistory:
     """Build ``thread``'s new history in ``stage_thread`` (cleared first); ``thread`` is not written.
 
     The new history: the ancestor line of ``fork_checkpoint_id`` (inclusive,
@@ -237,7 +240,14 @@ def stage_rewrite(saver: BaseCheckpointSaver, thread: str, *, fork_checkpoint_id
     naming ``suffix_thread`` is dropped. Raises :class:`HistoryNotRewritable`
     when a prefix or suffix checkpoint holds the target (values, pending
     writes or metadata), the fork is not in ``thread``, or ``thread`` has
-    subgraph checkpoints. When ``kept + suffix == 0`` nothing is staged:
+    subgraph checkpoints. ``continue_after``: the checkpoint of ``thread`` that
+    committed the counterfactual (``update_state`` with the suffix's final
+    state); the turns taken on the head's line after it (the session went
+    on) are kept, re-parented onto the suffix's head — they were computed
+    from the counterfactual state, so they hold no target (checked like the
+    rest; ``continue_after`` is a test on checkpoint metadata, the last
+    checkpoint of the head's line passing it is the commit). When
+    ``kept + suffix == 0`` nothing is staged:
     delete the thread instead of calling :func:`swap_in` (which reads an
     empty stage as "already swapped"). Once "staged" is journaled, never
     stage again: after a crash in :func:`swap_in` the thread is partial."""
@@ -280,6 +290,14 @@ def stage_rewrite(saver: BaseCheckpointSaver, thread: str, *, fork_checkpoint_id
             raise HistoryNotRewritable(f"counterfactual checkpoint {_id(t)} of {suffix_thread!r} holds the target")
     fork_id = _id(prefix[-1]) if prefix else None
     head = _id(suffix[-1]) if suffix else fork_id
+    after = []  # the turns after the commit, on the head's line
+    mainline = line(_id(tuples[-1])) if tuples and continue_after is not None else []
+    commits = [i for i, t in enumerate(mainline) if continue_after(t.metadata or {})] if mainline else []
+    if commits:
+        after = mainline[commits[-1] + 1:]
+        for t in after:
+            if _holds(t, holds_target):
+                raise HistoryNotRewritable(f"checkpoint {_id(t)} after the commit holds the target")
     # a side branch newer than the new head would become the head: drop it (and its descendants)
     side = [t for t in side if head is not None and _id(t) < head]
     seed_ids = {_id(t) for t in seed}
@@ -293,8 +311,12 @@ def stage_rewrite(saver: BaseCheckpointSaver, thread: str, *, fork_checkpoint_id
                 meta_update=marker)
     _copy(saver, suffix, stage_thread, scrub=suffix_thread, rename_to=thread, meta_update=marker,
           parents=parents, ids=ids, step_shift=shift)
-    kept_n = len(prefix) + len(side)
-    return StagedHistory(kept=kept_n, suffix=len(suffix), dropped=len(tuples) - kept_n, stage_thread=stage_thread)
+    if after:
+        _copy(saver, after, stage_thread, scrub=None, rename_to=thread, parents={_id(after[0]): ids.get(head or "")},
+              ids=ids)
+    kept_n = len(prefix) + len(side) + len(after)
+    return StagedHistory(kept=kept_n, suffix=len(suffix), dropped=len(tuples) - kept_n, stage_thread=stage_thread,
+                         head=_id(tuples[-1]) if tuples else None)
 
 
 def swap_in(saver: BaseCheckpointSaver, thread: str, stage_thread: str) -> int:

@@ -54,6 +54,12 @@ class Environments(Protocol):
     def latest_snapshot(self, session: str) -> Any | None: ...
 
 
+class Runs(Protocol):
+    """The runs of the agent in this process: an erasure waits until none is on its session."""
+
+    def wait_idle(self, session_id: str, wait: bool = True) -> None: ...
+
+
 class Hasher(Protocol):
     def hash(self, text: str) -> str: ...
 
@@ -68,6 +74,8 @@ class ErasureContext:
     #: the call ledger (None: no tool went through it)
     ledger: Callable[[], CallLedger | None]
     environments: Environments | None = None
+    #: runs to wait for before rewriting a session (None: nothing runs here)
+    runs: Runs | None = None
     #: whether spans carried payload text (``Unsee(content_in_spans=True)``)
     content_in_spans: bool = False
     version: str = "0"

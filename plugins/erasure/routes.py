@@ -104,10 +104,12 @@ def sqlite_route_files(paths: Sequence[Path]) -> list[Path]:
     return out
 
 
-def scrub_note(complete: bool) -> str:
-    """What a SQLite scrub did, for a receipt (an incomplete one is said, never hidden)."""
-    return ("WAL truncated, free pages vacuumed" if complete
-            else "WAL not fully truncated: another connection holds a read lock (old pages may remain in -wal)")
+def scrub_note(result: Any) -> str:
+    """What a SQLite scrub (``sqlite_scrub.ScrubResult``) did, for a receipt: an incomplete one
+    is said, never hidden."""
+    if result.complete:
+        return f"{result.path.name if result.path else 'database'}: WAL truncated, free pages vacuumed"
+    return f"{result.path.name if result.path else 'database'}: scrub incomplete: " + "; ".join(result.notes)
 
 
 RouteFactory = Callable[[ErasureContext, Any], "Route | None"]

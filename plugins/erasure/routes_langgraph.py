@@ -14,6 +14,7 @@ they have no files.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import sqlite3
@@ -25,6 +26,7 @@ from unsee.plugins.forget import fault_point
 from . import history
 from .keys import EncryptingSaver
 from .forms import Form
+from .journal import Journal
 from .routes import Route, RouteAudit, Scope, register_route, scrub_note, sqlite_route_files
 from .scan import scan_file
 from .sqlite_scrub import scrub
@@ -58,10 +60,13 @@ class CheckpointHistoryRoute(Route):
     holds = "the LangGraph thread's checkpoint history (values, pending writes, blobs) and replay scratch threads"
     method = "history rewritten as clean prefix + counterfactual suffix; tainted checkpoints and scratch threads deleted"
 
-    def __init__(self, agent: Any, records: Any):
+    def __init__(self, agent: Any, records: Any, journals: Path):
         self.agent = agent
         self.saver = agent.checkpointer
         self.records = records
+        #: one journal per session, whichever erasure event runs the rewrite (a rerun with
+        #: another event id must still finish a swap an earlier one began)
+        self.journals = Path(journals)
         inner = getattr(self.saver, "inner", self.saver)  # an EncryptingSaver wraps the real saver
         self.conn = getattr(inner, "conn", None)
         self.lock = getattr(inner, "lock", None)
@@ -105,6 +110,8 @@ class CheckpointHistoryRoute(Route):
         notes: list[str] = []
         saver, thread = self.saver, scope.session
         pending = self._pending(scope)
+        if pending:
+            history.check_rewritable(self.agent)  # HistoryNotRewritable before anything changes
         if not pending and history.history_holding(saver, thread, self._holds(scope))[1]:
             raise history.HistoryNotRewritable(
                 f"session {thread!r} holds the target in its checkpoint history but has no committed replay "
@@ -124,8 +131,12 @@ class CheckpointHistoryRoute(Route):
             notes.append(self._shred(scope))
         if self.conn is not None and self.path is not None:
             res = scrub(self.conn, lock=self.lock)
-            notes.append(scrub_note(res.checkpoint_complete))
+            notes.append(scrub_note(res))
         return notes
+
+    def _journal(self, scope: Scope) -> Journal:
+        name = hashlib.sha256(scope.session.encode()).hexdigest()[:16]
+        return Journal(self.journals / f"history-{name}.json", scope.session)
 
     def _pending(self, scope: Scope) -> list[tuple[str, str, dict | None]]:
         """(event id, scratch thread, fork point) of every committed replay of the session whose
@@ -138,26 +149,38 @@ class CheckpointHistoryRoute(Route):
 
     def _rewrite(self, scope: Scope, event_id: str, scratch: str, fork: dict | None, holds) -> list[str]:
         """Stage, journal, swap: the thread becomes its clean prefix + ``scratch``'s suffix."""
-        saver, thread, journal = self.saver, scope.session, scope.journal
+        saver, thread, journal = self.saver, scope.session, self._journal(scope)
         key, stage = f"history:{event_id}", f"{thread}{STAGE_MARK}{event_id[:12]}"
         notes = []
         if journal.get(key) == "swapped":
             return notes
-        if journal.get(key) != "staged":
-            # unsee records a turn's checkpoint after the turn's input was added: the clean
-            # prefix ends where that turn started
-            start = history.before_turn(saver, thread, fork["checkpoint_id"]) if fork else None
-            staged = history.stage_rewrite(
-                saver, thread, fork_checkpoint_id=start, suffix_thread=scratch, stage_thread=stage,
-                holds_target=holds, marker={"unsee_rewritten": scope.event_id or "erase", "unsee_commit": event_id})
-            notes.append(f"history staged: {staged.kept} prefix + {staged.suffix} counterfactual checkpoints; "
-                         f"{staged.dropped} dropped")
-            journal.set(**{key: "staged"})
-            fault_point("erase:history:staged")
-        if self.keys is not None and not journal.get("rotated"):
-            # the rewritten history is written under a new key; the old ones are destroyed below
-            self.keys.rotate(thread)
-            journal.set(rotated=True)
+        head = saver.get_tuple(history.config_of(thread))
+        head_id = head.config["configurable"]["checkpoint_id"] if head else None
+        moved = journal.get(key) in ("staged", "swapping") and journal.get(f"{key}:head") != head_id
+        if moved and (journal.get(key) == "staged" or saver.get_tuple(history.config_of(stage, head_id)) is None):
+            # the session went on after the stage was built (and before any swap began:
+            # a partial swap's head is a staged checkpoint): build the stage again
+            journal.set(**{key: None})
+        if journal.get(key) != "swapping":
+            if journal.get(key) != "staged":
+                # unsee records a turn's checkpoint after the turn's input was added: the clean
+                # prefix ends where that turn started
+                start = history.before_turn(saver, thread, fork["checkpoint_id"]) if fork else None
+                staged = history.stage_rewrite(
+                    saver, thread, fork_checkpoint_id=start, suffix_thread=scratch, stage_thread=stage,
+                    holds_target=holds,
+                    marker={"unsee_rewritten": scope.event_id or "erase", "unsee_commit": event_id},
+                    continue_after=lambda meta: meta.get("unsee_commit") == event_id)
+                notes.append(f"history staged: {staged.kept} kept + {staged.suffix} counterfactual checkpoints; "
+                             f"{staged.dropped} dropped")
+                journal.set(**{key: "staged", f"{key}:head": staged.head})
+                fault_point("erase:history:staged")
+            if self.keys is not None and not journal.get(f"{key}:rotated"):
+                # the rewritten history is written under a new key; the old ones are destroyed below
+                self.keys.rotate(thread)
+                journal.set(**{f"{key}:rotated": True})
+            # from here on the thread may be partial: a rerun finishes the swap, never stages again
+            journal.set(**{key: "swapping"})
         fault_point("erase:history:swapping")
         n = history.swap_in(saver, thread, stage)
         journal.set(**{key: "swapped"})
@@ -169,7 +192,9 @@ class CheckpointHistoryRoute(Route):
         active one (the rewritten history is under that one; ciphertext left anywhere under the
         old keys — WAL, backups, replicas — is unreadable from now on)."""
         active = self.keys.key_for(scope.session)[0]
-        gone = [kid for t in self.threads(scope)[1:] for kid in self.keys.kids_of(t)]
+        # the scratch/stage threads are gone from the saver by now: find their keys in the key store
+        marks = (scope.session + SCRATCH_MARK, scope.session + STAGE_MARK)
+        gone = [kid for t in self.keys.threads() if t.startswith(marks) for kid in self.keys.kids_of(t)]
         gone += [kid for kid in self.keys.kids_of(scope.session) if kid != active]
         if not gone:
             return "no old encryption key to destroy"
@@ -209,7 +234,7 @@ class MemoryStoreRoute(Route):
         if self.conn is None or self.path is None:
             return []
         res = scrub(self.conn, lock=self.lock)
-        return [scrub_note(res.checkpoint_complete)]
+        return [scrub_note(res)]
 
 
 def _all_items(store: Any, page: int = 500):
@@ -226,7 +251,7 @@ def _all_items(store: Any, page: int = 500):
 def _history_route(ctx, agent):
     if agent is None or getattr(agent, "checkpointer", None) in (None, False, True):
         return None
-    return CheckpointHistoryRoute(agent, ctx.records)
+    return CheckpointHistoryRoute(agent, ctx.records, ctx.home / "erasures")
 
 
 @register_route

@@ -58,8 +58,7 @@ class RecordsRoute(Route):
         if n:
             notes.append(f"{n} stored texts of the session cleaned")
         with self.records.exclusive() as (db, vault):
-            complete = all(scrub(c).checkpoint_complete for c in (db, vault))
-        notes.append(scrub_note(complete))
+            notes += [scrub_note(scrub(c)) for c in (db, vault)]
         return notes
 
 
@@ -88,8 +87,10 @@ class LedgerRoute(Route):
         # Every session, not only this one: a call of another session that holds the target
         # is a copy of it too (the ledger keeps the fact, never needs the text).
         ids = self.ledger.redact(self._holds(scope), self.hasher.hash)
-        self.ledger.vacuum()
-        return [f"{len(ids)} call records redacted"] if ids else []
+        complete = self.ledger.vacuum()
+        return ([f"{len(ids)} call records redacted"] if ids else []) + [
+            "ledger.sqlite: WAL truncated, free pages vacuumed" if complete
+            else "ledger.sqlite: WAL not fully truncated (another connection holds a read lock)"]
 
 
 class ExportsRoute(Route):

@@ -20,7 +20,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from unsee.sandbox import SandboxError, delete_items, environment_items, read_item, snapshot_item
+from unsee.sandbox import (NotSupported, SandboxError, delete_item, deletion_order, environment_items, read_item,
+                           snapshot_item)
 
 from .forms import count_forms
 from .routes import Route, RouteAudit, Scope, register_route
@@ -62,7 +63,11 @@ class SandboxRoute(Route):
         seen: dict[tuple[str, str], tuple[Any, bool]] = {}
         for any_snap in self.envs.environments_of(session):
             env_id = any_snap.env_id
-            for item in environment_items(any_snap):
+            try:
+                items = environment_items(any_snap)
+            except NotSupported:
+                continue  # a backend that stores nothing (the python one keeps snapshots in memory)
+            for item in items:
                 if item.kind in ("snapshot", "image"):
                     kept = item.ref in kept_refs
                 else:  # a workspace or container: the live environment's stays
@@ -76,7 +81,7 @@ class SandboxRoute(Route):
             return {}
         try:
             return dict(read_item(snapshot_item(snap)))
-        except (SandboxError, OSError):
+        except (SandboxError, OSError):  # NotSupported included: nothing stored, no source to keep
             return {}
 
     def audit(self, scope: Scope) -> RouteAudit:
@@ -99,12 +104,14 @@ class SandboxRoute(Route):
 
     def erase(self, scope: Scope) -> list[str]:
         doomed = [item for item, kept in self._items(scope.session) if not kept]
-        failed = []
-        try:  # containers first, then images children before parents (the daemon refuses otherwise)
-            gone = len(delete_items(doomed))
-        except (SandboxError, OSError) as exc:
-            gone = 0
-            failed.append(str(exc))
+        gone, failed = 0, []
+        # containers first, then images children before parents (the daemon refuses otherwise);
+        # one failure does not stop the rest, and the count is what was really deleted
+        for item in deletion_order(doomed) if doomed else []:
+            try:
+                gone += delete_item(item)
+            except (SandboxError, OSError) as exc:
+                failed.append(f"{item.describe()}: {exc}")
         # The registry keeps the ids of deleted snapshots (ids hold no content): the audit
         # after erasure still finds every environment the session owned, and restoring a
         # deleted snapshot is a clear SnapshotNotFound.

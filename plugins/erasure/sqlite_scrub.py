@@ -83,8 +83,9 @@ def _checkpoint(conn: sqlite3.Connection) -> Checkpoint:
 def scrub(conn: sqlite3.Connection, *, lock: Any = None, vacuum: bool = True) -> ScrubResult:
     """Scrub the database of ``conn`` so deleted rows leave no bytes in its file or WAL.
 
-    An open transaction on ``conn`` is committed first (VACUUM cannot run in
-    one). ``lock`` (a threading Lock/RLock, or None) is held throughout so the
+    An open transaction on ``conn`` is never committed here (it may be the
+    owner's half-done work): the scrub is skipped and the result says so
+    (``complete`` False). ``lock`` (a threading Lock/RLock, or None) is held throughout so the
     object that owns ``conn`` does not write in between. Works whatever the
     connection's isolation_level. A reader on another connection can block the
     checkpoint (``checkpoint.busy``) or VACUUM (then ``vacuumed`` is False and
@@ -93,9 +94,12 @@ def scrub(conn: sqlite3.Connection, *, lock: Any = None, vacuum: bool = True) ->
     if not isinstance(conn, sqlite3.Connection):
         raise InvalidArgument(f"scrub needs a sqlite3.Connection, got {type(conn).__name__}")
     with lock if lock is not None else contextlib.nullcontext():
-        if conn.in_transaction:
-            conn.commit()
         path = _main_file(conn)
+        if conn.in_transaction:
+            size = _size(path)
+            return ScrubResult(path, size, size, _size(Path(f"{path}-wal") if path else None),
+                               Checkpoint(1, -1, -1), False,
+                               ["not scrubbed: the connection has an open transaction (its owner's work)"])
         before = _size(path)
         notes: list[str] = []
         enable_secure_delete(conn)

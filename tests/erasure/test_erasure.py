@@ -153,6 +153,27 @@ def test_erase_later_and_from_a_kept_record(recorded):
     assert raw_copies(home) == {}
 
 
+@pytest.mark.parametrize("crash", [None, "erase:history:staged", "erase:langgraph.checkpoints"])
+def test_turns_taken_after_the_forget_are_kept(recorded, crash):
+    """The session goes on between the forget and its erasure (or between a crash and the rerun):
+    those turns are computed from the counterfactual state and stay, on top of the rewritten history."""
+    home, u, agent, close = recorded
+    event = RevocationEvent(target=SECRET)
+    if crash is None:
+        u.forget("t1", event, erase=False)
+    else:
+        with crash_at(crash), pytest.raises(InjectedCrash):
+            u.forget("t1", event)
+    agent.invoke({"messages": [HumanMessage("My new address is 12 Elm St.")]}, CFG)
+    before = live(agent)
+    result = u.erase("t1", event)
+    assert result.clean and live(agent) == before and "12 Elm St" in repr(before)
+    assert history_holding(agent)[1] == 0
+    agent.invoke({"messages": [HumanMessage("Thanks.")]}, CFG)  # and it goes on from there
+    close()
+    assert raw_copies(home) == {}
+
+
 def test_erasure_of_a_session_with_several_forgets(recorded):
     """Two forgets that kept their record: the first erasure rewrites the history for both,
     oldest first (the second replay forked inside the first one's scratch thread); each
@@ -219,12 +240,24 @@ def test_encrypted_history_is_shredded(tmp_path):
     report = u.forget("t1", RevocationEvent(target=SECRET))
     assert report.erased_clean
     assert not set(old) & set(u.keystore.kids_of("t1"))  # every old key destroyed
+    assert u.keystore.threads() == ["t1"]  # the scratch and staging threads' keys too
     assert history_holding(agent)[1] == 0
     receipt = json.loads(open(report.receipt).read())
     shred = [n for r in receipt["routes"] for n in r["notes"] if "keys destroyed" in n]
     assert shred and shred[0].split(": ")[1].startswith("0")  # the destroyed key bytes are in no file
     close()
     assert raw_copies(home) == {}
+
+
+def test_a_sandbox_that_stores_nothing(tmp_path):
+    """The python backend keeps snapshots in memory: no stored copy, nothing to fail on."""
+    home = tmp_path / "py"
+    home.mkdir()
+    u, agent, close = build(home, sandbox="python")
+    run(agent, "t1")
+    report = u.forget("t1", RevocationEvent(target=SECRET))
+    assert report.erased_clean
+    close()
 
 
 @pytest.mark.docker

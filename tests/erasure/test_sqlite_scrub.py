@@ -51,14 +51,17 @@ def test_deleted_row_survives_in_bytes_until_scrubbed(tmp_path, isolation_level)
         conn.close()
 
 
-def test_scrub_commits_an_open_transaction_first(tmp_path):
+def test_scrub_never_commits_the_owners_open_transaction(tmp_path):
     db = tmp_path / "store.db"
     conn = deleted_secret(db)
     conn.execute("INSERT INTO t (v) VALUES ('pending')")
     assert conn.in_transaction
     result = scrub(conn)
-    assert result.complete and not conn.in_transaction
-    assert conn.execute("SELECT count(*) FROM t").fetchone() == (2,)
+    assert not result.complete and conn.in_transaction  # skipped, and says so
+    assert "open transaction" in result.notes[0]
+    conn.rollback()
+    assert conn.execute("SELECT count(*) FROM t").fetchone() == (1,)
+    assert scrub(conn).complete
     conn.close()
 
 
