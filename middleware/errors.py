@@ -80,6 +80,15 @@ class SessionBusy(UnseeError, RuntimeError):
         self.session_id = session_id
 
 
+class SessionChanged(SessionBusy):
+    """A run loaded the session's state while a forget (in some process) replaced it."""
+
+    def __init__(self, session_id: str):
+        UnseeError.__init__(self, f"session {session_id!r} was rebuilt by a forget while this run was starting: "
+                                  "its input was not applied; run it again (it continues from the rebuilt state)")
+        self.session_id = session_id
+
+
 class StoreDamaged(UnseeError, sqlite3.DatabaseError):
     """A store file of the unsee home is damaged (truncated, garbled, not ours).
 

@@ -25,8 +25,10 @@ from .context import current_session
 from .discovery import find_agent
 from .hashing import short_id
 from .interception import acompose, compose
-from .recorder import ModelCallScope, Recorder, current_producer, current_scope, error_status, record_json
+from .recorder import (ModelCallScope, Recorder, current_producer, current_scope, error_status, record_json,
+                       session_attributes)
 from .records import ArtifactType, CheckpointKind
+from .run_guard import check_head
 from .session_state import MESSAGE_TYPES, SessionState
 from .tools import effect_of, was_executed
 
@@ -129,6 +131,14 @@ class UnseeMiddleware(AgentMiddleware):
 
     def _begin_turn(self, state) -> None:
         sid, lg_ckpt = current_session()
+        # Outside the observer's try: a run that cannot get its session (a forget holds it in
+        # another process) or whose state a forget replaced must not go on.
+        if self.recorder.acquire_run(sid):
+            try:
+                self._check_head(sid, lg_ckpt)
+            except BaseException:
+                self.recorder.release_run(sid)
+                raise
         try:
             rec = self.recorder
             st = rec.state(sid)
@@ -147,8 +157,7 @@ class UnseeMiddleware(AgentMiddleware):
                     f"{sc.OP_INVOKE_AGENT} agent",
                     attributes={
                         sc.GEN_AI_OPERATION: sc.OP_INVOKE_AGENT,
-                        sc.SESSION: sid,
-                        sc.GEN_AI_CONVERSATION_ID: sid,
+                        **session_attributes(st),
                         sc.TURN: st.turn,
                     },
                 )
@@ -159,6 +168,10 @@ class UnseeMiddleware(AgentMiddleware):
                     self._record_message(st, m)
         except Exception as exc:
             self.recorder.fail(sid, exc)
+
+    def _check_head(self, sid: str, lg_ckpt: str | None) -> None:
+        agent = self.recorder.agents.get(sid) or find_agent(self)
+        check_head(getattr(agent, "checkpointer", None), sid, lg_ckpt)
 
     def _end_turn(self, failed: BaseException | None = None) -> None:
         sid, _ = current_session()
@@ -174,6 +187,7 @@ class UnseeMiddleware(AgentMiddleware):
             self.recorder.fail(sid, exc)
         finally:
             self.recorder.mark_running(sid, False)
+            self.recorder.release_run(sid)
 
     def _record_message(self, st: SessionState, m: BaseMessage, current: set[str] = frozenset(),
                         history: Sequence[BaseMessage] = ()) -> str | None:

@@ -62,10 +62,17 @@ def _plain(attrs: Any) -> dict[str, Any]:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in attrs.items()}
 
 
+def records_session(attrs: Any) -> str | None:
+    """The session whose records a span goes to: the thread it was recorded in (a replay's
+    scratch session until the commit renames it), which is the session itself otherwise."""
+    sid = attrs.get(sc.RECORDED_IN) or attrs.get(sc.SESSION)
+    return str(sid) if sid else None
+
+
 def batch_from_span(span: ReadableSpan) -> Batch | None:
     """Decode the artifacts, checkpoints and commits one span carries."""
     attrs = span.attributes or {}
-    session_id = attrs.get(sc.SESSION)
+    session_id = records_session(attrs)
     if not session_id:
         return None
     session_id = str(session_id)
@@ -116,7 +123,7 @@ class ProvenanceSpanProcessor(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         try:
-            sid = (span.attributes or {}).get(sc.SESSION)
+            sid = records_session(span.attributes or {})
             if not sid:
                 return
             thunk = _Decode(span, str(sid))

@@ -8,6 +8,7 @@ marks the session incomplete on failure instead of raising into the agent.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import json
 import logging
@@ -21,6 +22,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
 
 from . import semconv as sc
+from .context import configurable
 from .errors import SessionBusy
 from .hashing import ContentHasher, short_id
 from .interception import InterceptorRegistry
@@ -57,6 +59,27 @@ current_producer: contextvars.ContextVar[tuple[str, str] | None] = contextvars.C
 )
 
 
+#: a run that loaded its state less than this before a forget ended re-checks that state is the head
+STALE_WINDOW_S = 60.0
+
+
+def session_attributes(st: SessionState) -> dict[str, Any]:
+    """The session a thread's spans belong to: the thread itself, or — in a forget's replay,
+    which rebuilds the session in a scratch thread (``configurable.unsee_session``) — the
+    session, with the scratch thread and the event in their own attributes. So a trace
+    backend finds the rebuilt part under the session's id."""
+    if st.span_attrs is None:
+        conf = configurable()
+        real = str(conf.get("unsee_session") or st.session_id)
+        attrs: dict[str, Any] = {sc.SESSION: real, sc.GEN_AI_CONVERSATION_ID: real}
+        if real != st.session_id:
+            attrs[sc.RECORDED_IN] = st.session_id
+            if conf.get("unsee_event"):
+                attrs[sc.REPLAY_EVENT] = str(conf["unsee_event"])
+        st.span_attrs = attrs
+    return st.span_attrs
+
+
 class Recorder:
     """Records one or many sessions into a store through OpenTelemetry spans."""
 
@@ -85,6 +108,8 @@ class Recorder:
         self.last_agent: Any = None
         self._running: dict[str, int] = {}
         self._running_cond = threading.Condition()
+        #: cross-process session leases (``leases.LeaseTable``); None: this process only
+        self.leases: Any = None
 
     # -- session state ----------------------------------------------------
     def state(self, session_id: str, model: object | None = None) -> SessionState:
@@ -111,6 +136,33 @@ class Recorder:
             else:
                 self._running.pop(session_id, None)
             self._running_cond.notify_all()
+
+    def acquire_run(self, session_id: str) -> bool:
+        """Take the session's run lease (waits while a forget, in any process, has it).
+        Returns whether the state this run loaded may be stale: a forget ran meanwhile."""
+        if self.leases is None:
+            return False
+        t0 = time.time_ns()
+        if self.leases.try_acquire(session_id, "run"):
+            return self.leases.forgot_since(session_id, t0 - int(STALE_WINDOW_S * 1e9))
+        self.leases.acquire(session_id, "run")  # SessionBusy after the timeout: the run fails, nothing written
+        return True
+
+    def release_run(self, session_id: str) -> None:
+        if self.leases is not None:
+            self.leases.release(session_id, "run")
+
+    @contextlib.contextmanager
+    def exclusive(self, session_id: str, wait: bool = True):
+        """No run on the session, in this process or another, while the block runs (a forget,
+        an erasure): waits for this process's runs, then holds the session's forget lease."""
+        self.wait_idle(session_id, wait=wait)
+        if self.leases is None:
+            yield
+            return
+        with self.leases.held(session_id, "forget", wait=wait):
+            self.wait_idle(session_id, wait=wait)  # a run of ours that started in between
+            yield
 
     def is_running(self, session_id: str) -> bool:
         with self._running_cond:
@@ -201,8 +253,7 @@ class Recorder:
     ) -> Span:
         parent_ctx = trace.set_span_in_context(st.root) if st.root is not None else None
         attrs: dict[str, Any] = {
-            sc.SESSION: st.session_id,
-            sc.GEN_AI_CONVERSATION_ID: st.session_id,
+            **session_attributes(st),
             sc.TURN: st.turn,
             sc.TOKENIZER: st.counter.name,
         }

@@ -42,6 +42,11 @@ OP_UPDATE_MEMORY = "update_memory"
 
 # unsee attributes
 SESSION = "unsee.session.id"
+#: the thread a span was recorded in when that is not the session itself: a forget's replay
+#: rebuilds the session in a scratch thread (its records go there until the commit)
+RECORDED_IN = "unsee.replay.thread"
+#: the revocation event a replayed span was recorded for
+REPLAY_EVENT = "unsee.replay.event"
 TURN = "unsee.turn"
 ARTIFACT_EVENT = "unsee.artifact"
 CHECKPOINT_EVENT = "unsee.checkpoint"

@@ -47,6 +47,8 @@ class SessionState:
     cache_handle: str | None = None
     cache_offset: int | None = None
     started: bool = False
+    #: the session attributes of this thread's spans (computed once, in the thread's first run)
+    span_attrs: dict | None = None
 
     def next_seq(self) -> int:
         self.seq += 1

@@ -303,3 +303,19 @@ def test_forget_cli_bad_arguments(demo, capsys, argv):
     code, out, err = run(capsys, "--home", demo["home"], *argv)
     assert code == 2
     assert_one_line_error(err)
+
+
+def test_an_agent_recording_into_another_home_is_refused(demo, tmp_path, capsys, monkeypatch):
+    """One home per operation: --home and the --agent's own home must agree."""
+    (tmp_path / "otherhome_agent.py").write_text(
+        "from langchain.agents import create_agent\n"
+        "from langchain_core.messages import AIMessage\n"
+        "from unsee import Unsee\n"
+        "from unsee.plugins.eval import ScriptedChatModel\n"
+        f"u = Unsee(home={str(tmp_path / 'other')!r})\n"
+        "agent = create_agent(ScriptedChatModel(policy=lambda m, t: AIMessage('ok')), [],\n"
+        "                     middleware=[u.middleware()])\n")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "--home", demo["home"], "forget", demo["session"], "--target", SECRET,
+                         "--agent", "otherhome_agent:agent")
+    assert code == 1 and "records into the unsee home" in assert_one_line_error(err)

@@ -326,10 +326,19 @@ def forget_cmd(
 
 
 def _agent_and_unsee(agent: Optional[str]):
-    """(the compiled agent or None, the Unsee to act through) for commands taking --agent."""
-    _require_home()  # before an --agent factory opens (and so makes) a home
+    """(the compiled agent or None, the Unsee to act through) for commands taking --agent.
+
+    One home per operation: the factory runs with $UNSEE_HOME set to this command's home;
+    an agent that records into another home is refused (it would act on a store the user
+    did not name)."""
+    home = _require_home()  # before an --agent factory opens (and so makes) a home
     compiled = _load_agent(agent) if agent else None
-    return compiled, (_owner_of(compiled) if compiled is not None else None) or _open()
+    owner = _owner_of(compiled) if compiled is not None else None
+    if owner is not None and Path(owner.home).resolve() != home.resolve():
+        raise UnseeError(f"--agent {agent} records into the unsee home {owner.home}, but this command's home is "
+                         f"{home}: name the same home for both (--home or UNSEE_HOME; a factory that opens "
+                         "Unsee(home=resolve_home()) follows it)")
+    return compiled, owner or _open()
 
 
 def _audit_table(report) -> Table:

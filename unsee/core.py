@@ -21,6 +21,7 @@ from unsee.middleware.errors import InvalidArgument
 from unsee.middleware.graph import ProvenanceGraph
 from unsee.middleware.hashing import ContentHasher
 from unsee.middleware.hooks import UnseeMiddleware
+from unsee.middleware.leases import LeaseTable
 from unsee.middleware.memory import MemoryInjectionMiddleware, Namespace, NamespaceFn, RecordingStore
 from unsee.middleware.processor import ProvenanceSpanProcessor
 from unsee.middleware.recorder import EnvSnapshotter, Recorder
@@ -122,6 +123,8 @@ class Unsee:
             content_in_spans=content_in_spans,
             env_snapshotter=env_snapshotter,
         )
+        # a forget and a run on one session never interleave, in any process using this home
+        self.recorder.leases = LeaseTable(self.home / "leases.sqlite")
         Unsee._owners[id(self.recorder)] = self  # ``Unsee.owning(recorder)``
         self._middleware: UnseeMiddleware | None = None
         #: the local chat model, when one was made by ``chat_model()`` (its caches are cropped on forget)
@@ -371,6 +374,25 @@ class Unsee:
         agent = agent or self.recorder.agents.get(thread_id) or self.recorder.last_agent
         return Eraser(self._erasure_context()).audit(thread_id, target, agent=agent)
 
+    # -- the same from an event loop (LangChain's a-prefixed convention) -----------------------
+    async def aforget(self, thread_id: str, event, strategy: str = "B7", **kw):
+        """``forget`` without holding the event loop: the replay runs in a worker thread."""
+        import asyncio
+
+        return await asyncio.to_thread(self.forget, thread_id, event, strategy, **kw)
+
+    async def aerase(self, thread_id: str, event, **kw):
+        """``erase`` without holding the event loop."""
+        import asyncio
+
+        return await asyncio.to_thread(self.erase, thread_id, event, **kw)
+
+    async def aaudit(self, thread_id: str, target: str, **kw):
+        """``audit`` without holding the event loop."""
+        import asyncio
+
+        return await asyncio.to_thread(self.audit, thread_id, target, **kw)
+
     def _erasure_context(self):
         from unsee.plugins.erasure import ErasureContext
 
@@ -415,5 +437,6 @@ class Unsee:
         except Exception:
             log.debug("tracer provider shutdown failed", exc_info=True)
         self.store.close()
+        self.recorder.leases.close()
         if self._keystore is not None:
             self._keystore.close()

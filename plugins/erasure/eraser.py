@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -152,10 +153,12 @@ class Eraser:
         scope = self._scope(session, target, event_id, journal)
         if any(scope.holds(t) for t in self.ctx.records.contents(session).values()):
             raise NotForgotten(session)
-        if self.ctx.runs is not None:
-            # the history swap leaves the thread partial for a moment: no run of this process
-            # may read or write it then (across processes: session leases, issue 13)
-            self.ctx.runs.wait_idle(session)
+        # the history swap leaves the thread partial for a moment: no run, in this process or
+        # another, may read or write the session meanwhile
+        with self.ctx.runs.exclusive(session) if self.ctx.runs is not None else contextlib.nullcontext():
+            return self._erase(scope, event_id, journal, agent)
+
+    def _erase(self, scope: Scope, event_id: str, journal: Journal, agent: Any) -> ErasureResult:
         routes = self._routes(scope, agent)
         before = self._audit(scope, routes, agent)
         notes: dict[str, list[str]] = {}

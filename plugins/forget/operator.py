@@ -121,7 +121,18 @@ class Forgetter:
         hit = g.locate(event.target, event.source)  # TargetNotFound / InvalidArgument
         return make_plan(g, hit, g.taint(hit), strategy)
 
-    def forget(
+    def forget(self, session: str, event: RevocationEvent, strategy: Strategy | str = Strategy.B7, *,
+               agent: Any | None = None, dry_run: bool = False, commit_result: bool = True, wait: bool = True,
+               side_effects: SideEffectPolicy = "defer") -> ForgetReport | ForgetPlan:
+        """Forget ``event.target`` in ``session`` (see the module docstring). The whole forget
+        holds the session: no run of the agent, in this process or another, interleaves."""
+        validate_forget_args(session, event, strategy, agent=agent, side_effects=side_effects,
+                             dry_run=dry_run, commit=commit_result, wait=wait)
+        with self.ctx.runs.exclusive(session, wait=wait):
+            return self._forget(session, event, strategy, agent=agent, dry_run=dry_run,
+                                commit_result=commit_result, side_effects=side_effects)
+
+    def _forget(
         self,
         session: str,
         event: RevocationEvent,
@@ -130,16 +141,12 @@ class Forgetter:
         agent: Any | None = None,
         dry_run: bool = False,
         commit_result: bool = True,
-        wait: bool = True,
         side_effects: SideEffectPolicy = "defer",
     ) -> ForgetReport | ForgetPlan:
         ctx = self.ctx
-        validate_forget_args(session, event, strategy, agent=agent, side_effects=side_effects,
-                             dry_run=dry_run, commit=commit_result, wait=wait)
         spec = Strategy.parse(strategy).spec
         if spec.needs_ifc and ctx.revoker() is None:
             raise NotImplementedError(f"{spec.code} needs IFC enabled first: u.ifc(sinks=[...])")
-        ctx.runs.wait_idle(session, wait=wait)
         state = ctx.records.commit_state(event.event_id)
         if state is not None:  # the event id is an idempotency key
             t0 = time.perf_counter()

@@ -11,6 +11,7 @@ callables, read when a forget runs.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -60,6 +61,7 @@ class Runs(Protocol):
     interceptors: InterceptorSlots
 
     def wait_idle(self, session_id: str, wait: bool = True) -> None: ...
+    def exclusive(self, session_id: str, wait: bool = True) -> AbstractContextManager[None]: ...
     def forget_state(self, session_id: str) -> None: ...
 
 

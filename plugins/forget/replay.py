@@ -128,7 +128,7 @@ def run_replay(ctx: ForgetContext, agent: Any, plan: ReplayPlan, event: Revocati
             if not msgs:
                 continue
             faults.point(f"replay:turn:{turn}")
-            agent.invoke({"messages": msgs}, thread_cfg(scratch, unsee_session=session))
+            agent.invoke({"messages": msgs}, thread_cfg(scratch, unsee_session=session, unsee_event=event.event_id))
     except BaseException:
         abandon(ctx, outcome)
         raise

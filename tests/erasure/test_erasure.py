@@ -277,3 +277,23 @@ def test_docker_snapshots_and_images_are_erased(tmp_path):
     close()
     shutil.rmtree(home / "sandboxes", ignore_errors=True)
     assert raw_copies(home) == {}
+
+
+async def test_async_forget_erase_audit_leave_the_loop_free(recorded):
+    import asyncio
+
+    home, u, agent, close = recorded
+    ticks = 0
+
+    async def ticker():
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0.001)
+
+    t = asyncio.create_task(ticker())
+    report = await u.aforget("t1", RevocationEvent(target=SECRET))
+    assert report.erased_clean and (await u.aaudit("t1", SECRET)).clean
+    assert (await u.aerase("t1", RevocationEvent(target=SECRET))).clean
+    t.cancel()
+    assert ticks > 10  # the loop kept running during the replay and the erasure

@@ -336,3 +336,18 @@ def test_second_forget_in_a_later_process_restores_snapshots_the_first_replay_to
     case = u.environments.env("s").read_file("case.txt").decode()
     assert "555-0199" not in case and SECRET not in case
     u.close(), conn.close()
+
+
+def test_rebuilt_spans_keep_the_session_id(tmp_path):
+    """A trace backend searched by the session id finds the whole rebuilt session: spans the
+    replay recorded (in its scratch thread) carry the session's id, and the scratch thread and
+    the event in attributes of their own."""
+    u, agent, store = record(tmp_path, "spans", "tool_return")
+    ev = RevocationEvent(target=SECRET)
+    u.forget("s", ev)
+    spans = u.store.spans("s")
+    assert spans and {sp.attributes["gen_ai.conversation.id"] for sp in spans} == {"s"}
+    assert {sp.attributes["unsee.session.id"] for sp in spans} == {"s"}
+    rebuilt = [sp for sp in spans if "unsee.replay.thread" in sp.attributes]
+    assert rebuilt and all(sp.attributes["unsee.replay.thread"].startswith("s~cf-") for sp in rebuilt)
+    assert {sp.attributes["unsee.replay.event"] for sp in rebuilt} == {ev.event_id}

@@ -1,0 +1,177 @@
+"""Session leases: a forget and a run on the same session never interleave, in any process.
+
+A lease is a row ``(session, owner, kind, expires)`` in ``<home>/leases.sqlite``
+(its own file: taken and released synchronously, never through the batching
+writer). ``kind`` is ``run`` (the recording middleware holds one per session
+while the agent runs there; runs of one owner stack) or ``forget`` (a forget
+or an erasure holds it for its whole duration). A run waits while another
+owner — or this one — holds a ``forget`` lease on the session; a forget waits
+while any run or another forget holds one. An owner is one process's
+``LeaseTable`` (host, pid and a random part). Held leases are renewed by a
+heartbeat thread every ``ttl / 3``; a holder that dies (SIGKILL) stops
+renewing, and its lease expires after ``ttl``: a waiting forget then goes on.
+
+Checking and taking is one ``BEGIN IMMEDIATE`` transaction, so two processes
+never both see a session free.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from .errors import SessionBusy
+
+RUN, FORGET = "run", "forget"
+DEFAULT_TTL = 30.0
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS leases (
+  session_id TEXT NOT NULL,
+  owner TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  holds INTEGER NOT NULL,
+  expires_ns INTEGER NOT NULL,
+  PRIMARY KEY (session_id, owner, kind)
+);
+CREATE TABLE IF NOT EXISTS forgets (
+  session_id TEXT PRIMARY KEY,
+  ended_ns INTEGER NOT NULL
+);
+"""
+
+
+class LeaseTable:
+    """The leases of one unsee home, as seen by one owner (this process)."""
+
+    def __init__(self, path: Path, *, ttl: float | None = None, poll: float = 0.05):
+        self.path = Path(path)
+        #: seconds a lease outlives its holder's last heartbeat ($UNSEE_LEASE_TTL, default 30)
+        self.ttl = ttl if ttl is not None else float(os.environ.get("UNSEE_LEASE_TTL") or DEFAULT_TTL)
+        self.poll = poll
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.executescript(_SCHEMA)
+        self._lock = threading.RLock()
+        self._held: dict[tuple[str, str], int] = {}
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+
+    # -- taking and releasing ------------------------------------------------
+    def _blocked(self, session: str, kind: str, now: int) -> bool:
+        rows = self._conn.execute(
+            "SELECT owner, kind FROM leases WHERE session_id=? AND expires_ns>? AND holds>0", (session, now)
+        ).fetchall()
+        for owner, held in rows:
+            if kind == RUN and held == FORGET:
+                return True  # a forget (here or elsewhere) has the session
+            if kind == FORGET:
+                return True  # any run (this process's too) or another forget
+        return False
+
+    def try_acquire(self, session: str, kind: str) -> bool:
+        """Take the lease now if nothing blocks it; True if taken."""
+        now = time.time_ns()
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                if self._blocked(session, kind, now):
+                    self._conn.execute("ROLLBACK")
+                    return False
+                self._conn.execute(
+                    "INSERT INTO leases VALUES (?,?,?,1,?) ON CONFLICT(session_id, owner, kind) DO UPDATE SET "
+                    "holds=CASE WHEN expires_ns>? THEN holds+1 ELSE 1 END, expires_ns=excluded.expires_ns",
+                    (session, self.owner, kind, now + int(self.ttl * 1e9), now))
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._held[(session, kind)] = self._held.get((session, kind), 0) + 1
+            self._start_heartbeat()
+            return True
+
+    def acquire(self, session: str, kind: str, *, wait: bool = True, timeout: float = 300.0) -> None:
+        """Take the lease, waiting for the holders that block it (``SessionBusy`` when
+        ``wait`` is False, or after ``timeout`` seconds)."""
+        deadline = time.monotonic() + timeout
+        while not self.try_acquire(session, kind):
+            if not wait:
+                raise SessionBusy(session)
+            if time.monotonic() > deadline:
+                raise SessionBusy(session, waited=timeout)
+            time.sleep(self.poll)
+
+    def release(self, session: str, kind: str) -> None:
+        with self._lock:
+            n = self._held.get((session, kind), 0)
+            if n <= 0:
+                return
+            if n == 1:
+                self._held.pop((session, kind))
+            else:
+                self._held[(session, kind)] = n - 1
+            self._conn.execute(
+                "UPDATE leases SET holds=holds-1 WHERE session_id=? AND owner=? AND kind=?",
+                (session, self.owner, kind))
+            self._conn.execute("DELETE FROM leases WHERE holds<=0")
+            if kind == FORGET:  # runs that loaded the state around now check it is still the head
+                self._conn.execute("INSERT OR REPLACE INTO forgets VALUES (?, ?)", (session, time.time_ns()))
+
+    def forgot_since(self, session: str, since_ns: int) -> bool:
+        """Whether a forget on ``session`` ended after ``since_ns`` (or holds it now)."""
+        with self._lock:
+            row = self._conn.execute("SELECT ended_ns FROM forgets WHERE session_id=?", (session,)).fetchone()
+            return bool(row and row[0] > since_ns) or any(k == FORGET for _, k in self.holders(session))
+
+    @contextlib.contextmanager
+    def held(self, session: str, kind: str, *, wait: bool = True, timeout: float = 300.0) -> Iterator[None]:
+        self.acquire(session, kind, wait=wait, timeout=timeout)
+        try:
+            yield
+        finally:
+            self.release(session, kind)
+
+    def holders(self, session: str) -> list[tuple[str, str]]:
+        """(owner, kind) of the unexpired leases on a session."""
+        with self._lock:
+            return self._conn.execute(
+                "SELECT owner, kind FROM leases WHERE session_id=? AND expires_ns>? AND holds>0",
+                (session, time.time_ns())).fetchall()
+
+    # -- keeping them alive ------------------------------------------------------
+    def renew(self) -> None:
+        """Push the expiry of every lease this owner holds."""
+        with self._lock:
+            if not self._held:
+                return
+            until = time.time_ns() + int(self.ttl * 1e9)
+            self._conn.execute("UPDATE leases SET expires_ns=? WHERE owner=?", (until, self.owner))
+
+    def _start_heartbeat(self) -> None:
+        if self._beat is not None and self._beat.is_alive():
+            return
+
+        def beat() -> None:
+            while not self._stop.wait(self.ttl / 3):
+                try:
+                    self.renew()
+                except sqlite3.Error:
+                    pass  # the next beat tries again; a lease that lapses is taken by a waiter
+
+        self._beat = threading.Thread(target=beat, name="unsee-leases", daemon=True)
+        self._beat.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        with self._lock:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("DELETE FROM leases WHERE owner=?", (self.owner,))
+            self._held.clear()
+            self._conn.close()

@@ -1,0 +1,71 @@
+"""Session leases: who blocks whom, expiry, re-entrant runs (two LeaseTables = two processes)."""
+
+import time
+
+import pytest
+
+from unsee.middleware.errors import SessionBusy
+from unsee.middleware.leases import FORGET, RUN, LeaseTable
+
+
+@pytest.fixture
+def two(tmp_path):
+    a, b = LeaseTable(tmp_path / "leases.sqlite"), LeaseTable(tmp_path / "leases.sqlite")
+    yield a, b
+    a.close()
+    b.close()
+
+
+@pytest.mark.parametrize("held,wanted,same_owner,blocked", [
+    (RUN, RUN, False, False),      # runs of two processes on one session: not this table's business
+    (RUN, RUN, True, False),       # runs of one process stack
+    (RUN, FORGET, False, True),    # a forget waits for any run
+    (RUN, FORGET, True, True),     # ... its own process's too
+    (FORGET, RUN, False, True),    # a run waits for a forget
+    (FORGET, RUN, True, True),
+    (FORGET, FORGET, False, True),
+    (FORGET, FORGET, True, True),  # forgets are not re-entrant
+])
+def test_who_blocks_whom(two, held, wanted, same_owner, blocked):
+    a, b = two
+    assert a.try_acquire("s", held)
+    other = a if same_owner else b
+    assert other.try_acquire("s", wanted) is (not blocked)
+    assert b.try_acquire("other-session", FORGET)  # sessions are independent
+
+
+def test_release_and_wait(two):
+    a, b = two
+    a.acquire("s", RUN)
+    a.acquire("s", RUN)
+    with pytest.raises(SessionBusy):
+        b.acquire("s", FORGET, wait=False)
+    a.release("s", RUN)
+    assert not b.try_acquire("s", FORGET)  # one run still holds it
+    a.release("s", RUN)
+    with b.held("s", FORGET):
+        assert [k for _, k in a.holders("s")] == [FORGET]
+    assert a.holders("s") == []
+    assert a.forgot_since("s", time.time_ns() - 10**9)
+
+
+def test_a_lapsed_lease_is_taken(tmp_path):
+    a = LeaseTable(tmp_path / "l.sqlite", ttl=0.3)
+    b = LeaseTable(tmp_path / "l.sqlite", ttl=0.3)
+    a.try_acquire("s", RUN)
+    a._stop.set()  # the holder stops renewing (it died)
+    t0 = time.monotonic()
+    b.acquire("s", FORGET, timeout=10)
+    assert time.monotonic() - t0 < 5
+    b.close()
+
+
+def test_a_held_lease_is_renewed(tmp_path):
+    a = LeaseTable(tmp_path / "l.sqlite", ttl=0.3)
+    b = LeaseTable(tmp_path / "l.sqlite", ttl=0.3)
+    a.acquire("s", RUN)
+    time.sleep(1.0)  # three ttls: the heartbeat kept it
+    assert not b.try_acquire("s", FORGET)
+    a.close()  # closing releases everything it held
+    assert b.try_acquire("s", FORGET)
+    b.close()
