@@ -18,6 +18,7 @@ and erasure leaves them.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 from unsee.sandbox import (NotSupported, SandboxError, delete_item, deletion_order, environment_items, read_item,
@@ -34,16 +35,20 @@ class SandboxRoute(Route):
     holds = "sandbox snapshots, environments' workspaces/containers and Docker images"
     method = "unreferenced snapshots, retired environments and their images deleted (pre-tau snapshots kept)"
 
-    def __init__(self, environments: Any, records: Any):
+    def __init__(self, environments: Any, records: Any, home: Any):
         self.envs = environments
         self.records = records
+        self.home = Path(home).resolve()
+
+    def _outside(self, item: Any) -> bool:
+        """A local directory outside this home (e.g. a copied home's registry still names the
+        original's): never deleted from here."""
+        return item.backend == "local" and not Path(item.ref).resolve().is_relative_to(self.home)
 
     def files(self, scope: Scope | None = None) -> list:
         """Local directories of the session's environments (the home scan leaves them to this route)."""
         if scope is None:
             return []
-        from pathlib import Path
-
         return [Path(item.ref) for item, _ in self._items(scope.session) if item.backend == "local"]
 
     def _keep(self, session: str) -> set[str]:
@@ -104,7 +109,9 @@ class SandboxRoute(Route):
 
     def erase(self, scope: Scope) -> list[str]:
         doomed = [item for item, kept in self._items(scope.session) if not kept]
-        gone, failed = 0, []
+        outside = [item for item in doomed if self._outside(item)]
+        doomed = [item for item in doomed if item not in outside]
+        gone, failed = 0, [f"{item.describe()}: outside this home, not deleted" for item in outside]
         # containers first, then images children before parents (the daemon refuses otherwise);
         # one failure does not stop the rest, and the count is what was really deleted
         for item in deletion_order(doomed) if doomed else []:
@@ -120,4 +127,4 @@ class SandboxRoute(Route):
 
 @register_route
 def _sandbox_route(ctx, agent):
-    return SandboxRoute(ctx.environments, ctx.records) if ctx.environments is not None else None
+    return SandboxRoute(ctx.environments, ctx.records, ctx.home) if ctx.environments is not None else None
