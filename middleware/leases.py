@@ -58,6 +58,8 @@ class LeaseTable:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
         self._conn.execute("PRAGMA journal_mode=WAL")
+        # a lease row lost to a power cut is harmless (every holder died with it): no fsync per run
+        self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.executescript(_SCHEMA)
         self._lock = threading.RLock()
         self._held: dict[tuple[str, str], int] = {}

@@ -288,6 +288,8 @@ def forget_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="print the plan, change nothing"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     reason: str = typer.Option("", "--reason", help="why (kept in the report)"),
+    all_sessions: bool = typer.Option(False, "--all-sessions",
+                                      help="also forget it in every session it reached through shared memory"),
     erase: bool = typer.Option(True, "--erase/--no-erase",
                                help="after a committed replay, erase the target from every stored record and "
                                     "sign a receipt (default); --no-erase keeps the old record"),
@@ -316,7 +318,8 @@ def forget_cmd(
     if not session.strip():
         raise cx.BadParameter("SESSION must be a non-empty session id")
     compiled, u = _agent_and_unsee(agent)
-    result = u.forget(session, event, strategy, agent=compiled, dry_run=dry_run, erase=erase)
+    result = u.forget(session, event, strategy, agent=compiled, dry_run=dry_run, erase=erase,
+                      scope="all" if all_sessions else "session")
     if as_json:
         print(result.model_dump_json(indent=1))
         return

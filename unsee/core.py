@@ -319,7 +319,8 @@ class Unsee:
 
     # -- forgetting -------------------------------------------------------
     def forget(self, thread_id: str, event, strategy: str = "B7", *, agent=None, dry_run: bool = False,
-               commit: bool = True, wait: bool = True, side_effects: str = "defer", erase: bool = True):
+               commit: bool = True, wait: bool = True, side_effects: str = "defer", erase: bool = True,
+               scope: str = "session"):
         """Make the session's state the counterfactual where ``event.target`` was never seen.
 
         Returns a ``ForgetReport`` (or, with ``dry_run``, the ``ForgetPlan``).
@@ -329,19 +330,63 @@ class Unsee:
         ``UnknownStrategy``); ``side_effects`` is ``defer`` | ``ask`` | ``execute``.
         ``erase`` (default): once a replay is committed, erase the target from
         every stored record too (``erase()``); ``erase=False`` keeps the old
-        record (e.g. to compare strategies on it).
+        record (e.g. to compare strategies on it). ``scope``: ``"session"`` forgets in this
+        session and names in ``report.other_sessions`` the sessions the target reached through
+        shared memory; ``"all"`` forgets it there too, in dependency order
+        (``report.also_forgotten``).
         """
         from unsee.plugins.forget import Forgetter, Strategy
 
         if not isinstance(erase, bool):
             raise InvalidArgument(f"erase must be True or False, got {type(erase).__name__} {erase!r}")
+        if scope not in ("session", "all"):
+            raise InvalidArgument(f"scope must be 'session' or 'all', got {type(scope).__name__} {scope!r}")
         forgetter = Forgetter(self._forget_context())
+        reached = [] if dry_run else self._spread(thread_id, event)
         report = forgetter.forget(thread_id, event, strategy, agent=agent, dry_run=dry_run,
                                   commit_result=commit, wait=wait, side_effects=side_effects)
-        if dry_run or not erase or not report.committed or not Strategy.parse(report.strategy).spec.replays:
-            return report  # only a committed replay leaves a counterfactual history to erase toward
-        from unsee.plugins.erasure import NotForgotten
+        if dry_run:
+            return report
+        if not reached or scope == "session" or not report.committed:
+            report = self._erase_after(forgetter, report, thread_id, event, agent, erase)
+            named = [f"{r.session_id} (via {r.via_key})" for r in reached]
+            return report.model_copy(update={"other_sessions": named}) if named else report
+        done, left = [(thread_id, event, report)], []
+        for r in reached:
+            if r.entry is None:
+                left.append(f"{r.session_id} (via {r.via_key}: only something derived from the target was read)")
+                continue
+            ev = type(event)(target=event.target, source=r.entry, reason=f"spread from {thread_id} via {r.via_key}",
+                             raised_by=event.raised_by)
+            done.append((r.session_id, ev, self.forget(r.session_id, ev, strategy, agent=agent, commit=commit,
+                                                       wait=wait, side_effects=side_effects, erase=False)))
+        # The byte-level audit spans sessions (shared files): an erasure is clean only once every
+        # affected session is erased, so the receipts are made again after the last one.
+        for _ in range(2 if erase and len(done) > 1 else 1):
+            done = [(s, ev, self._erase_after(forgetter, rep, s, ev, agent, erase)) for s, ev, rep in done]
+        return done[0][2].model_copy(update={"also_forgotten": [rep for _, _, rep in done[1:]], "other_sessions": left})
 
+    def _spread(self, thread_id: str, event) -> list:
+        """The sessions ``event.target`` reached from ``thread_id`` through shared memory."""
+        from unsee.plugins.forget import RevocationEvent, find_spread, is_scratch_thread
+
+        if not isinstance(event, RevocationEvent) or not isinstance(thread_id, str):
+            return []  # the forget refuses it with the right error
+        try:
+            g = self.graph(thread_id)
+            closure = g.taint(g.locate(event.target, event.source))
+        except Exception:
+            return []  # the forget says what is wrong (unknown session, target not found, ...)
+        sessions = [s.session_id for s in self.store.sessions() if not is_scratch_thread(s.session_id)]
+        return find_spread(thread_id, g, closure, event.target, sessions, self.graph)
+
+    def _erase_after(self, forgetter, report, thread_id: str, event, agent, erase: bool):
+        """Erase the record after a committed replay (the default of ``forget``)."""
+        from unsee.plugins.erasure import NotForgotten
+        from unsee.plugins.forget import Strategy
+
+        if not erase or not report.committed or not Strategy.parse(report.strategy).spec.replays:
+            return report  # only a committed replay leaves a counterfactual history to erase toward
         try:
             result = self.erase(thread_id, event, agent=forgetter.agent_for(thread_id, agent))
         except NotForgotten:

@@ -56,6 +56,11 @@ def render_report(r: ForgetReport) -> Panel:
     if r.receipt is not None:
         t.add_row("record erased", ("yes: no copy on any route" if r.erased_clean else "NO: copies remain (see the receipt)")
                   + f"; signed receipt {r.receipt}")
+    for other in r.also_forgotten:
+        t.add_row("also forgotten in", f"{other.session_id} (committed: {'yes' if other.committed else 'no'}"
+                  + (f", record erased: {'yes' if other.erased_clean else 'NO'}" if other.receipt else "") + ")")
+    for other in r.other_sessions:
+        t.add_row("also reached (not forgotten)", f"{other} — forget there too: --all-sessions / scope='all'")
     for n in r.notes:
         t.add_row("note", n)
     parts = [t]

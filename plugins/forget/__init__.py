@@ -45,6 +45,8 @@ _EXPORTS = {
     "UnknownStrategy": ".errors",
     "InjectedCrash": ".errors",
     "crash_at": ".faults",
+    "Spread": ".spread",
+    "find_spread": ".spread",
     "fault_point": ".faults",
 }
 

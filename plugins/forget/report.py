@@ -75,6 +75,11 @@ class ForgetReport(BaseModel):
     committed: bool = False
     scratch_thread: str | None = None
     notes: list[str] = Field(default_factory=list)
+    #: other sessions the target reached through shared memory and this forget left as they are
+    #: (``scope="all"`` forgets it there too): "session (via key)"
+    other_sessions: list[str] = Field(default_factory=list)
+    #: with ``scope="all"``: the forgets of the other sessions, in dependency order
+    also_forgotten: list["ForgetReport"] = Field(default_factory=list)
     #: the signed erasure receipt (``u.forget(..., erase=True)``, the default, after a committed replay)
     receipt: str | None = None
     #: whether the audit after erasure found no copy on any route

@@ -1,0 +1,66 @@
+"""Where a target spread beyond its session: through shared memory (pure).
+
+Taint inside a session follows the provenance graph; between sessions it
+follows memory keys. A memory write in I(z) of session A puts a value under a
+key; a later read of that key in session B that holds the target is where the
+target *entered* B (a ``memory_read`` observation). ``find_spread`` walks this
+breadth first — B's own I(z) may write keys C reads — and returns the
+affected sessions in dependency order, each with the read it entered through
+(the ``source`` a forget of it names). A read that holds only something
+derived from the target (not the target itself) is listed as reached but not
+locatable: a forget cannot name it; the report says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from unsee.middleware.graph import ProvenanceGraph
+from unsee.middleware.records import ArtifactType
+
+
+@dataclass(frozen=True)
+class Spread:
+    """One session the target reached from another one through a memory key."""
+
+    session_id: str
+    via_key: str
+    from_session: str
+    #: the memory read the target entered through (None: only something derived from it was read)
+    entry: str | None
+
+
+def _written_keys(g: ProvenanceGraph, closure: Iterable[str]) -> list[str]:
+    keys = []
+    for aid in sorted(closure, key=lambda i: g.get(i).seq if i in g else 0):
+        a = g.get(aid) if aid in g else None
+        if a is not None and a.type is ArtifactType.MEMORY_WRITE:
+            keys.extend(k for k in a.source_ids if k not in keys)
+    return keys
+
+
+def find_spread(origin: str, origin_graph: ProvenanceGraph, closure: Iterable[str], target: str,
+           sessions: Iterable[str], graph_of: Callable[[str], ProvenanceGraph]) -> list[Spread]:
+    """Sessions other than ``origin`` the target reached through memory written in ``closure``."""
+    others = [s for s in sessions if s != origin]
+    out: list[Spread] = []
+    done = {origin}
+    queue = [(origin, origin_graph, frozenset(closure))]
+    graphs: dict[str, ProvenanceGraph] = {}
+    while queue:
+        src_session, g, clos = queue.pop(0)
+        for key in _written_keys(g, clos):
+            for s in others:
+                if s in done:
+                    continue
+                gs = graphs.setdefault(s, graph_of(s))
+                reads = [a for a in gs if a.type is ArtifactType.MEMORY_READ and key in a.source_ids]
+                if not reads:
+                    continue
+                holding = [a for a in reads if target in (gs.content(a.id) or "")]
+                done.add(s)
+                out.append(Spread(s, key, src_session, holding[0].id if holding else None))
+                if holding:
+                    queue.append((s, gs, gs.taint(holding[0].id)))
+    return out

@@ -1,0 +1,47 @@
+"""A target that spread to other sessions through shared memory is found and forgotten there too."""
+
+import json
+
+from langgraph.store.memory import InMemoryStore
+
+from forget_agents import SECRET, build, say, state_of
+from unsee import RevocationEvent, Unsee
+
+
+def record(tmp_path, name):
+    u = Unsee(home=tmp_path / name)
+    agent, store = build(u, store=None)
+    store.inner = InMemoryStore()
+    say(agent, "D", "unrelated")                     # before the write: D never saw it
+    say(agent, "A", "hello")
+    say(agent, "A", f"remember my card is {SECRET}")  # a memory write holding the target
+    say(agent, "B", "hello, anything for me?")       # B's prompt gets that memory: B now holds it
+    say(agent, "B", "thanks")
+    say(agent, "C", "hi")                            # ... and C's
+    return u, agent, store
+
+
+def holds(agent, store, thread):
+    return SECRET in json.dumps(state_of(agent, store, thread), default=str)
+
+
+def test_default_scope_names_the_other_sessions(tmp_path):
+    u, agent, store = record(tmp_path, "one")
+    assert all(holds(agent, store, s) for s in "ABC")
+    report = u.forget("A", RevocationEvent(target=SECRET))
+    assert not holds(agent, store, "A")
+    assert sorted(o.split()[0] for o in report.other_sessions) == ["B", "C"]  # named, not silently left
+    assert holds(agent, store, "B")
+
+
+def test_scope_all_forgets_it_everywhere(tmp_path):
+    u, agent, store = record(tmp_path, "all")
+    report = u.forget("A", RevocationEvent(target=SECRET), scope="all")
+    assert [r.session_id for r in report.also_forgotten] == ["B", "C"]
+    assert all(r.committed and r.erased_clean for r in [report, *report.also_forgotten])
+    for s in "ABCD":
+        assert not holds(agent, store, s), s
+    assert SECRET not in json.dumps([i.value for i in store.inner.search((), limit=100)])
+    assert "unrelated" in json.dumps(state_of(agent, store, "D"))  # untouched
+    for s in "ABC":
+        assert u.audit(s, SECRET).clean
