@@ -118,7 +118,11 @@ class UnseeMiddleware(AgentMiddleware):
         return None
 
     async def abefore_agent(self, state, runtime) -> dict[str, Any] | None:
-        self._begin_turn(state)
+        # in a worker thread: waiting for a lease must not hold the loop, and the head check
+        # may call an async checkpointer's sync API (which refuses to run on its own loop)
+        import asyncio
+
+        await asyncio.to_thread(self._begin_turn, state)
         return None
 
     def after_agent(self, state, runtime) -> dict[str, Any] | None:
@@ -133,9 +137,10 @@ class UnseeMiddleware(AgentMiddleware):
         sid, lg_ckpt = current_session()
         # Outside the observer's try: a run that cannot get its session (a forget holds it in
         # another process) or whose state a forget replaced must not go on.
-        if self.recorder.acquire_run(sid):
+        why = self.recorder.acquire_run(sid)
+        if why is not None:
             try:
-                self._check_head(sid, lg_ckpt)
+                self._check_head(sid, lg_ckpt, strict=why == "waited")
             except BaseException:
                 self.recorder.release_run(sid)
                 raise
@@ -147,6 +152,7 @@ class UnseeMiddleware(AgentMiddleware):
                     st.root.set_attribute("unsee.run.abandoned", True)
                     st.root.end()
                     st.root = None
+                    rec.mark_running(sid, False)  # its count (the session's lease is this run's now)
                 st.turn += 1
                 rec.mark_running(sid, True)
                 if sid not in rec.agents:
@@ -169,9 +175,9 @@ class UnseeMiddleware(AgentMiddleware):
         except Exception as exc:
             self.recorder.fail(sid, exc)
 
-    def _check_head(self, sid: str, lg_ckpt: str | None) -> None:
+    def _check_head(self, sid: str, lg_ckpt: str | None, strict: bool) -> None:
         agent = self.recorder.agents.get(sid) or find_agent(self)
-        check_head(getattr(agent, "checkpointer", None), sid, lg_ckpt)
+        check_head(getattr(agent, "checkpointer", None), sid, lg_ckpt, strict=strict)
 
     def _end_turn(self, failed: BaseException | None = None) -> None:
         sid, _ = current_session()
@@ -263,6 +269,9 @@ class UnseeMiddleware(AgentMiddleware):
     def _inside(self, call: dict[str, Any], var: contextvars.ContextVar, value: Any):
         """Run the operation inside its span (and context variable); end the span on failure."""
         token = var.set(value)
+        # A run resumed after an interrupt (or going on after an outer retry caught an error)
+        # skips before_agent: it takes its session's lease here.
+        self.recorder.acquire_run(current_session()[0])
         try:
             with trace.use_span(call["span"], end_on_exit=False):
                 yield

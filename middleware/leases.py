@@ -31,6 +31,9 @@ from .errors import SessionBusy
 
 RUN, FORGET = "run", "forget"
 DEFAULT_TTL = 30.0
+#: a run lease nobody touched for this long is no longer renewed: a run that ended in a way no
+#: hook saw (e.g. LangGraph's recursion limit, outside any node) must not hold its session forever
+RUN_IDLE_S = 600.0
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS leases (
   session_id TEXT NOT NULL,
@@ -63,6 +66,7 @@ class LeaseTable:
         self._conn.executescript(_SCHEMA)
         self._lock = threading.RLock()
         self._held: dict[tuple[str, str], int] = {}
+        self._touched: dict[str, float] = {}  # session -> last activity of a run there (monotonic)
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
 
@@ -96,8 +100,14 @@ class LeaseTable:
                 self._conn.execute("ROLLBACK")
                 raise
             self._held[(session, kind)] = self._held.get((session, kind), 0) + 1
+            if kind == RUN:
+                self._touched[session] = time.monotonic()
             self._start_heartbeat()
             return True
+
+    def touch(self, session: str) -> None:
+        """A run on ``session`` is still doing something (a model or tool call began)."""
+        self._touched[session] = time.monotonic()
 
     def acquire(self, session: str, kind: str, *, wait: bool = True, timeout: float = 300.0) -> None:
         """Take the lease, waiting for the holders that block it (``SessionBusy`` when
@@ -119,12 +129,19 @@ class LeaseTable:
                 self._held.pop((session, kind))
             else:
                 self._held[(session, kind)] = n - 1
-            self._conn.execute(
-                "UPDATE leases SET holds=holds-1 WHERE session_id=? AND owner=? AND kind=?",
-                (session, self.owner, kind))
-            self._conn.execute("DELETE FROM leases WHERE holds<=0")
-            if kind == FORGET:  # runs that loaded the state around now check it is still the head
-                self._conn.execute("INSERT OR REPLACE INTO forgets VALUES (?, ?)", (session, time.time_ns()))
+            # one transaction: a run that takes the lease right after sees the forget recorded
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                if kind == FORGET:  # runs that loaded the state around now check it is still the head
+                    self._conn.execute("INSERT OR REPLACE INTO forgets VALUES (?, ?)", (session, time.time_ns()))
+                self._conn.execute(
+                    "UPDATE leases SET holds=holds-1 WHERE session_id=? AND owner=? AND kind=?",
+                    (session, self.owner, kind))
+                self._conn.execute("DELETE FROM leases WHERE holds<=0")
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
 
     def forgot_since(self, session: str, since_ns: int) -> bool:
         """Whether a forget on ``session`` ended after ``since_ns`` (or holds it now)."""
@@ -149,12 +166,18 @@ class LeaseTable:
 
     # -- keeping them alive ------------------------------------------------------
     def renew(self) -> None:
-        """Push the expiry of every lease this owner holds."""
+        """Push the expiry of every lease this owner holds (a run lease only while its run
+        was active in the last ``RUN_IDLE_S`` seconds)."""
         with self._lock:
             if not self._held:
                 return
             until = time.time_ns() + int(self.ttl * 1e9)
-            self._conn.execute("UPDATE leases SET expires_ns=? WHERE owner=?", (until, self.owner))
+            now = time.monotonic()
+            for session, kind in list(self._held):
+                if kind == RUN and now - self._touched.get(session, now) > RUN_IDLE_S:
+                    continue  # left to lapse
+                self._conn.execute("UPDATE leases SET expires_ns=? WHERE session_id=? AND owner=? AND kind=?",
+                                   (until, session, self.owner, kind))
 
     def _start_heartbeat(self) -> None:
         if self._beat is not None and self._beat.is_alive():

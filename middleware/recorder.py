@@ -110,6 +110,8 @@ class Recorder:
         self._running_cond = threading.Condition()
         #: cross-process session leases (``leases.LeaseTable``); None: this process only
         self.leases: Any = None
+        #: sessions whose run lease this process's runs hold (one hold per session)
+        self._leased: set[str] = set()
 
     # -- session state ----------------------------------------------------
     def state(self, session_id: str, model: object | None = None) -> SessionState:
@@ -137,19 +139,29 @@ class Recorder:
                 self._running.pop(session_id, None)
             self._running_cond.notify_all()
 
-    def acquire_run(self, session_id: str) -> bool:
-        """Take the session's run lease (waits while a forget, in any process, has it).
-        Returns whether the state this run loaded may be stale: a forget ran meanwhile."""
+    def acquire_run(self, session_id: str) -> str | None:
+        """Take the session's run lease for this process's runs there (once: a run that resumes,
+        or goes on after a retried error, keeps or re-takes it). Waits while a forget, in any
+        process, has the session. Returns why the state this run loaded must be checked:
+        ``"waited"`` (it overlapped a forget), ``"recent"`` (a forget ended shortly before),
+        else None."""
         if self.leases is None:
-            return False
+            return None
+        if session_id in self._leased:
+            self.leases.touch(session_id)
+            return None
         t0 = time.time_ns()
         if self.leases.try_acquire(session_id, "run"):
-            return self.leases.forgot_since(session_id, t0 - int(STALE_WINDOW_S * 1e9))
+            self._leased.add(session_id)
+            return "recent" if self.leases.forgot_since(session_id, t0 - int(STALE_WINDOW_S * 1e9)) else None
         self.leases.acquire(session_id, "run")  # SessionBusy after the timeout: the run fails, nothing written
-        return True
+        self._leased.add(session_id)
+        return "waited"
 
     def release_run(self, session_id: str) -> None:
-        if self.leases is not None:
+        """Give the run lease back (idempotent: only the first call of a run releases)."""
+        if self.leases is not None and session_id in self._leased:
+            self._leased.discard(session_id)
             self.leases.release(session_id, "run")
 
     @contextlib.contextmanager

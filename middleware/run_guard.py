@@ -28,14 +28,34 @@ def _parent(t: Any) -> str | None:
     return ((t.parent_config or {}).get("configurable") or {}).get("checkpoint_id")
 
 
-def check_head(saver: Any, sid: str, lg_ckpt: str | None) -> None:
+def _input_of(saver: Any, mine: Any, limit: int = 16) -> Any:
+    """The run's input checkpoint: the nearest ``source="input"`` ancestor (other middlewares'
+    before_agent steps may come between it and this one)."""
+    t = mine
+    for _ in range(limit):
+        if t is None or not t.parent_config:
+            return None
+        t = saver.get_tuple(t.parent_config)
+        if t is not None and (t.metadata or {}).get("source") == "input":
+            return t
+    return None
+
+
+def check_head(saver: Any, sid: str, lg_ckpt: str | None, *, strict: bool = False) -> None:
+    """``strict``: the run certainly overlapped a forget (it waited for it): when the state it
+    loaded cannot be established (no checkpointer view, checkpoints not written yet), it does
+    not go on. Otherwise (a forget merely ended shortly before) such a run goes on."""
     if lg_ckpt is None or not hasattr(saver, "get_tuple"):
+        if strict:
+            raise SessionChanged(sid)
         return
     cfg = {"configurable": {"thread_id": sid, "checkpoint_ns": ""}}
     mine = saver.get_tuple({"configurable": {**cfg["configurable"], "checkpoint_id": lg_ckpt}})
-    inp = saver.get_tuple(mine.parent_config) if mine is not None and mine.parent_config else None
-    if inp is None or (inp.metadata or {}).get("source") != "input":
-        return  # not the shape of a run's start: nothing to compare
+    inp = _input_of(saver, mine)
+    if inp is None:
+        if strict:
+            raise SessionChanged(sid)
+        return  # not the shape of a run's start (e.g. durability="exit"): nothing to compare
     base = (inp.parent_config or {}).get("configurable", {}).get("checkpoint_id")
     newest = next(iter(saver.list(cfg, before={"configurable": {"checkpoint_id": _id(inp)}}, limit=1)), None)
     head = saver.get_tuple(cfg)

@@ -4,24 +4,36 @@
 >>> u = Unsee(home=".unsee")
 >>> agent = create_agent(model, tools, middleware=[u.middleware()], checkpointer=saver)
 >>> g = u.graph(thread_id); hit = g.locate("4417-2231"); closure = g.taint(hit)
+
+Names are imported on first use, so importing a light part of the package
+(e.g. the erasure scanner's child process) does not load LangChain.
 """
 
-from unsee.core import Unsee, resolve_home
-from unsee.middleware.errors import (
-    AmbiguousTarget,
-    IncompleteSession,
-    InvalidArgument,
-    SessionNotFound,
-    TargetNotFound,
-    UnseeError,
-)
-from unsee.middleware.graph import ProvenanceGraph
-from unsee.middleware.records import Artifact, ArtifactType, Checkpoint, CheckpointKind, Hit
-from unsee.plugins.forget import ForgetPlan, ForgetReport, RevocationEvent
+from __future__ import annotations
 
-__all__ = [
-    "Unsee", "resolve_home", "ProvenanceGraph", "Artifact", "ArtifactType", "Checkpoint",
-    "CheckpointKind", "Hit", "UnseeError", "TargetNotFound", "SessionNotFound", "AmbiguousTarget",
-    "IncompleteSession", "InvalidArgument", "RevocationEvent", "ForgetReport", "ForgetPlan",
-]
+from unsee.plugins import lazy_exports
+
+_EXPORTS = {
+    "Unsee": "unsee.core",
+    "resolve_home": "unsee.core",
+    "ProvenanceGraph": "unsee.middleware.graph",
+    "Artifact": "unsee.middleware.records",
+    "ArtifactType": "unsee.middleware.records",
+    "Checkpoint": "unsee.middleware.records",
+    "CheckpointKind": "unsee.middleware.records",
+    "Hit": "unsee.middleware.records",
+    "UnseeError": "unsee.middleware.errors",
+    "TargetNotFound": "unsee.middleware.errors",
+    "SessionNotFound": "unsee.middleware.errors",
+    "AmbiguousTarget": "unsee.middleware.errors",
+    "IncompleteSession": "unsee.middleware.errors",
+    "InvalidArgument": "unsee.middleware.errors",
+    "RevocationEvent": "unsee.plugins.forget",
+    "ForgetReport": "unsee.plugins.forget",
+    "ForgetPlan": "unsee.plugins.forget",
+}
+
+__all__ = sorted(_EXPORTS)
 __version__ = "0.1.0"
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -354,12 +354,15 @@ class Unsee:
         done, left = [(thread_id, event, report)], []
         for r in reached:
             if r.entry is None:
-                left.append(f"{r.session_id} (via {r.via_key}: only something derived from the target was read)")
+                left.append(f"{r.session_id} (via {r.via_key}: read the key, but no read held the target itself)")
                 continue
             ev = type(event)(target=event.target, source=r.entry, reason=f"spread from {thread_id} via {r.via_key}",
                              raised_by=event.raised_by)
-            done.append((r.session_id, ev, self.forget(r.session_id, ev, strategy, agent=agent, commit=commit,
-                                                       wait=wait, side_effects=side_effects, erase=False)))
+            try:
+                done.append((r.session_id, ev, self.forget(r.session_id, ev, strategy, agent=agent, commit=commit,
+                                                           wait=wait, side_effects=side_effects, erase=False)))
+            except Exception as exc:  # one session failing never hides the others, nor skips the erasure
+                left.append(f"{r.session_id} (via {r.via_key}: its forget failed: {type(exc).__name__}: {exc})")
         # The byte-level audit spans sessions (shared files): an erasure is clean only once every
         # affected session is erased, so the receipts are made again after the last one.
         for _ in range(2 if erase and len(done) > 1 else 1):

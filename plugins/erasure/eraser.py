@@ -35,7 +35,8 @@ from .ports import ErasureContext
 from .receipt import Receipt, RouteReceipt, SigningKey, sign_receipt, write_receipt
 from .routes import Route, RouteAudit, Scope
 from .routes_builtin import build_routes
-from .scan import scan_file, sha256_file
+from .isolated import is_sqlite_family, scan_isolated
+from .scan import sha256_file
 
 _FILE_SAFE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
 #: what no route of this project can reach, named in every receipt
@@ -65,6 +66,7 @@ class HomeRoute(Route):
 
     def audit(self, scope: Scope) -> RouteAudit:
         out = self._audit()
+        todo = []
         for root, dirs, files in os.walk(self.home):
             rel = Path(root).relative_to(self.home)
             if rel.parts and rel.parts[0] in OWN_FILES:
@@ -73,9 +75,9 @@ class HomeRoute(Route):
                 p = Path(root) / f
                 if (not rel.parts and f in OWN_FILES) or self._claimed(p) or not p.is_file():
                     continue
-                hit = scan_file(p, scope.forms)
-                if hit.copies:
-                    out.byte_copies[str(p)] = hit.copies
+                todo.append(p)
+        out.add_files(todo, scope)
+        out.byte_copies = {k: v for k, v in out.byte_copies.items() if v}
         return out
 
     def erase(self, scope: Scope) -> list[str]:
@@ -179,10 +181,10 @@ class Eraser:
                  notes: dict[str, list[str]]) -> Receipt:
         rows = []
         for route, b, a in zip(routes, before.routes, after.routes):
-            files = {}
-            for p in route.files(scope):
-                if Path(p).is_file():
-                    files[str(p)] = sha256_file(p)
+            paths = [Path(p) for p in route.files(scope) if Path(p).is_file()]
+            files = {p: h["sha256"] for p, h in scan_isolated([str(p) for p in paths if is_sqlite_family(p)],
+                                                               scope.target, digests=True).items()}
+            files.update({str(p): sha256_file(p) for p in paths if not is_sqlite_family(p)})
             rows.append(RouteReceipt(name=route.name, method=route.method, copies_before=b.copies,
                                      copies_after=a.copies, value_copies_after=a.value_copies, files=files,
                                      notes=[*notes.get(route.name, []), *a.notes]

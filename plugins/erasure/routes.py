@@ -28,6 +28,7 @@ from typing import Any
 
 from .forms import Form, holds_target
 from .ports import ErasureContext
+from .isolated import is_sqlite_family, scan_isolated
 from .scan import scan_file, sqlite_files
 
 
@@ -62,11 +63,17 @@ class RouteAudit:
         """Copies that count: byte copies, or value copies where no file was readable."""
         return max(sum(self.byte_copies.values()), self.value_copies)
 
-    def add_files(self, paths: Sequence[Path], forms: Sequence[Form]) -> None:
+    def add_files(self, paths: Sequence[Path], scope: "Scope") -> None:
+        """Byte copies in ``paths`` (SQLite files read in a child process: ``isolated.py``)."""
+        paths = [Path(p) for p in paths]
+        lite = [str(p) for p in paths if is_sqlite_family(p)]
+        for path, hit in scan_isolated(lite, scope.target).items():
+            self.byte_copies[path] = hit["copies"]
+            if hit["error"]:
+                self.notes.append(f"{path}: unreadable ({hit['error']})")
         for p in paths:
-            if p.is_file():
-                hit = scan_file(p, forms)
-                self.byte_copies[str(p)] = hit.copies
+            if p.is_file() and str(p) not in lite:
+                self.byte_copies[str(p)] = scan_file(p, scope.forms).copies
 
 
 class Route(abc.ABC):

@@ -25,10 +25,9 @@ from unsee.plugins.forget import fault_point
 
 from . import history
 from .keys import EncryptingSaver
-from .forms import Form
 from .journal import Journal
 from .routes import Route, RouteAudit, Scope, register_route, scrub_note, sqlite_route_files
-from .scan import scan_file
+from .isolated import scan_isolated
 from .sqlite_scrub import scrub
 
 log = logging.getLogger("unsee.erasure")
@@ -101,7 +100,7 @@ class CheckpointHistoryRoute(Route):
         out.value_copies = holding
         out.notes.append(f"{holding} of {total} checkpoints hold the target")
         if self.path is not None:
-            out.add_files(self.files(), scope.forms)
+            out.add_files(self.files(), scope)
         else:
             out.notes.append("no file behind this saver: audited through its API only")
         return out
@@ -198,10 +197,12 @@ class CheckpointHistoryRoute(Route):
         gone += [kid for kid in self.keys.kids_of(scope.session) if kid != active]
         if not gone:
             return "no old encryption key to destroy"
-        secrets = [Form(f"key {kid}", self.keys.key(kid)) for kid in gone]
+        secrets = [self.keys.key(kid) for kid in gone]
         complete = self.keys.destroy(gone)
         # the key store is a route of its own kind: prove the destroyed key bytes are gone from it
-        left = sum(scan_file(p, secrets).copies for p in sqlite_route_files([self.keys.path]) if p.is_file())
+        # (read in a child process: the key store's own connection keeps its locks)
+        files = [str(p) for p in sqlite_route_files([self.keys.path]) if p.is_file()]
+        left = sum(h["copies"] for h in scan_isolated(files, needles=secrets).values())
         return (f"{len(gone)} old encryption keys destroyed; their bytes in {self.keys.path.name} (+wal, shm): "
                 f"{left}" + ("" if complete else " (the key store's WAL was not fully truncated)"))
 
@@ -227,7 +228,7 @@ class MemoryStoreRoute(Route):
         out.value_copies = sum(1 for i in items if scope.holds(history.value_text(i.value)))
         out.notes.append(f"{out.value_copies} of {len(items)} items hold the target")
         if self.path is not None:
-            out.add_files(self.files(), scope.forms)
+            out.add_files(self.files(), scope)
         return out
 
     def erase(self, scope: Scope) -> list[str]:

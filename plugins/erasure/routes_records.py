@@ -43,7 +43,7 @@ class RecordsRoute(Route):
         sessions = [scope.session, *self.records.sessions_like(scope.session + SCRATCH_MARK)]
         out.value_copies = sum(1 for s in sessions for *_, text in self.records.session_texts(s)
                                if scope.holds(text))
-        out.add_files(self.files(), scope.forms)
+        out.add_files(self.files(), scope)
         return out
 
     def erase(self, scope: Scope) -> list[str]:
@@ -80,7 +80,7 @@ class LedgerRoute(Route):
     def audit(self, scope: Scope) -> RouteAudit:
         out = self._audit()
         out.value_copies = sum(1 for rec in self.ledger.calls() if self._holds(scope)(rec))
-        out.add_files(self.files(), scope.forms)
+        out.add_files(self.files(), scope)
         return out
 
     def erase(self, scope: Scope) -> list[str]:
@@ -114,7 +114,7 @@ class ExportsRoute(Route):
     def audit(self, scope: Scope) -> RouteAudit:
         out = self._audit()
         local = {Path(r["to"]) for r in self._exports(scope.session) if r.get("kind") == "jaeger-json"}
-        out.add_files(sorted(p for p in local if p.is_file()), scope.forms)
+        out.add_files(sorted(p for p in local if p.is_file()), scope)
         return out
 
     def erase(self, scope: Scope) -> list[str]:

@@ -6,9 +6,12 @@ key; a later read of that key in session B that holds the target is where the
 target *entered* B (a ``memory_read`` observation). ``find_spread`` walks this
 breadth first — B's own I(z) may write keys C reads — and returns the
 affected sessions in dependency order, each with the read it entered through
-(the ``source`` a forget of it names). A read that holds only something
-derived from the target (not the target itself) is listed as reached but not
-locatable: a forget cannot name it; the report says so.
+(the ``source`` a forget of it names): the earliest read of any tainted key
+that holds the target. A session whose reads of tainted keys hold only
+something derived from the target is listed last, as reached but not
+locatable (``entry`` None): a forget cannot name it; the report says so. A
+read made before the write holds an older value, so it does not hold the
+target and does not count.
 """
 
 from __future__ import annotations
@@ -45,22 +48,30 @@ def find_spread(origin: str, origin_graph: ProvenanceGraph, closure: Iterable[st
     """Sessions other than ``origin`` the target reached through memory written in ``closure``."""
     others = [s for s in sessions if s != origin]
     out: list[Spread] = []
-    done = {origin}
+    entered: set[str] = {origin}
+    reached: dict[str, Spread] = {}  # sessions that read a tainted key but only something derived
     queue = [(origin, origin_graph, frozenset(closure))]
     graphs: dict[str, ProvenanceGraph] = {}
     while queue:
         src_session, g, clos = queue.pop(0)
-        for key in _written_keys(g, clos):
-            for s in others:
-                if s in done:
-                    continue
-                gs = graphs.setdefault(s, graph_of(s))
-                reads = [a for a in gs if a.type is ArtifactType.MEMORY_READ and key in a.source_ids]
-                if not reads:
-                    continue
-                holding = [a for a in reads if target in (gs.content(a.id) or "")]
-                done.add(s)
-                out.append(Spread(s, key, src_session, holding[0].id if holding else None))
-                if holding:
-                    queue.append((s, gs, gs.taint(holding[0].id)))
-    return out
+        keys = _written_keys(g, clos)
+        for s in others:
+            if s in entered:
+                continue
+            gs = graphs.setdefault(s, graph_of(s))
+            reads = [a for a in gs if a.type is ArtifactType.MEMORY_READ and set(a.source_ids) & set(keys)]
+            if not reads:
+                continue
+            # the earliest read that holds the target is where it entered this session
+            holding = [a for a in reads if target in (gs.content(a.id) or "")]
+            if not holding:
+                key = next(k for k in reads[0].source_ids if k in keys)
+                reached.setdefault(s, Spread(s, key, src_session, None))
+                continue
+            entry = holding[0]
+            key = next(k for k in entry.source_ids if k in keys)
+            entered.add(s)
+            reached.pop(s, None)
+            out.append(Spread(s, key, src_session, entry.id))
+            queue.append((s, gs, gs.taint(entry.id)))
+    return out + [r for s, r in reached.items() if s not in entered]
