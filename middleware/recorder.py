@@ -172,8 +172,8 @@ class Recorder:
         if self.leases is None:
             yield
             return
+        # a run of this process that starts from here on takes the run lease: the forget lease waits for it
         with self.leases.held(session_id, "forget", wait=wait):
-            self.wait_idle(session_id, wait=wait)  # a run of ours that started in between
             yield
 
     def is_running(self, session_id: str) -> bool:

@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from unsee.core import resolve_home
+from unsee.core import version as unsee_version
 from unsee.middleware.errors import AmbiguousTarget, UnseeError
 
 app = typer.Typer(
@@ -44,18 +45,9 @@ def _console() -> Console:
     return c
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("unsee")
-    except PackageNotFoundError:
-        return "unknown"
-
-
 def _print_version(value: bool) -> None:
     if value:
-        print(f"unsee {_version()}")
+        print(f"unsee {unsee_version()}")
         raise typer.Exit()
 
 

@@ -37,13 +37,15 @@ log = logging.getLogger("unsee")
 DEFAULT_HOME = ".unsee"
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+def version() -> str:
+    """The installed unsee's version ("unknown" when not installed, e.g. run from a checkout)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
 
     try:
-        return version("unsee")
+        return dist_version("unsee")
     except PackageNotFoundError:
-        return "0+unknown"
+        return "unknown"
 
 
 def _no_sandbox():
@@ -411,16 +413,18 @@ class Unsee:
         from unsee.plugins.erasure import Eraser
 
         self.flush()
-        agent = agent or self.recorder.agents.get(thread_id) or self.recorder.last_agent
-        return Eraser(self._erasure_context()).erase(thread_id, event, agent=agent)
+        return Eraser(self._erasure_context()).erase(thread_id, event, agent=self._agent_for(thread_id, agent))
 
     def audit(self, thread_id: str, target: str, *, agent=None):
         """Scan every route for ``target`` (bytes and values); an ``AuditReport``. Changes nothing."""
         from unsee.plugins.erasure import Eraser
 
         self.flush()
-        agent = agent or self.recorder.agents.get(thread_id) or self.recorder.last_agent
-        return Eraser(self._erasure_context()).audit(thread_id, target, agent=agent)
+        return Eraser(self._erasure_context()).audit(thread_id, target, agent=self._agent_for(thread_id, agent))
+
+    def _agent_for(self, thread_id: str, agent: Any = None) -> Any:
+        """``agent``, else the one that ran the session in this process (None: none known)."""
+        return agent or self.recorder.agents.get(thread_id) or self.recorder.last_agent
 
     # -- the same from an event loop (LangChain's a-prefixed convention) -----------------------
     async def aforget(self, thread_id: str, event, strategy: str = "B7", **kw):
@@ -455,7 +459,7 @@ class Unsee:
             envs = SessionEnvironments(_no_sandbox, registry=registry)
         return ErasureContext(home=self.home, records=self.store, hasher=self.hasher, ledger=ledger,
                               environments=envs, runs=self.recorder, content_in_spans=self.recorder.content_in_spans,
-                              version=_version())
+                              version=version())
 
     def _forget_context(self):
         """The ports a forget (and the detection service's automatic forgets) work through.

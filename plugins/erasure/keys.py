@@ -50,6 +50,8 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from unsee.middleware.errors import UnseeError
 
+from .sqlite_scrub import scrub
+
 __all__ = ["EncryptingSaver", "KeyDestroyed", "KeyStore", "ThreadCipher", "current_thread",
            "encrypted_serde", "encrypting"]
 
@@ -150,13 +152,7 @@ class KeyStore:
         with self._lock:
             with self._tx() as conn:
                 conn.executemany("DELETE FROM keys WHERE kid=?", [(k,) for k in kids])
-            try:
-                self._conn.execute("VACUUM")
-                vacuumed = True
-            except sqlite3.OperationalError:  # another connection is reading; the rows are gone anyway
-                vacuumed = False
-            busy, _log, _done = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-            return busy == 0 and vacuumed
+            return scrub(self._conn).complete  # the one WAL-truncate + VACUUM of the erasure plugin
 
     def shred(self, thread: str) -> bool:
         """Destroy every key of the thread (see :meth:`destroy`)."""

@@ -28,26 +28,12 @@ from .keys import EncryptingSaver
 from .journal import Journal
 from .routes import Route, RouteAudit, Scope, register_route, scrub_note, sqlite_route_files
 from .isolated import scan_isolated
-from .sqlite_scrub import scrub
+from .sqlite_scrub import main_file, scrub
 
 log = logging.getLogger("unsee.erasure")
 
 SCRATCH_MARK = "~cf-"  # the forget plugin's scratch thread mark (plugins/forget/replay.py)
 STAGE_MARK = "~er-"
-
-
-def sqlite_path(conn: Any) -> Path | None:
-    """The file behind a sqlite3 connection (None: in memory, or not SQLite)."""
-    if not isinstance(conn, sqlite3.Connection):
-        return None
-    try:
-        rows = conn.execute("PRAGMA database_list").fetchall()
-    except sqlite3.Error:
-        return None
-    for _, name, file in rows:
-        if name == "main" and file:
-            return Path(file)
-    return None
 
 
 def _never(value: Any) -> bool:
@@ -69,7 +55,7 @@ class CheckpointHistoryRoute(Route):
         inner = getattr(self.saver, "inner", self.saver)  # an EncryptingSaver wraps the real saver
         self.conn = getattr(inner, "conn", None)
         self.lock = getattr(inner, "lock", None)
-        self.path = sqlite_path(self.conn)
+        self.path = main_file(self.conn)
         self.keys = self.saver.store if isinstance(self.saver, EncryptingSaver) else None
         if self.keys is not None:
             self.method += "; old per-thread keys destroyed (crypto-shredding)"
@@ -217,7 +203,7 @@ class MemoryStoreRoute(Route):
         self.inner = getattr(store, "inner", store)
         self.conn = getattr(self.inner, "conn", None)
         self.lock = getattr(self.inner, "lock", None)
-        self.path = sqlite_path(self.conn)
+        self.path = main_file(self.conn)
 
     def files(self, scope: Scope | None = None) -> list[Path]:
         return sqlite_route_files([self.path]) if self.path else []

@@ -62,8 +62,15 @@ def enable_secure_delete(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA secure_delete=ON")
 
 
-def _main_file(conn: sqlite3.Connection) -> Path | None:
-    for _seq, name, file in conn.execute("PRAGMA database_list"):
+def main_file(conn: Any) -> Path | None:
+    """The file behind a sqlite3 connection (None: in memory, closed, or not SQLite)."""
+    if not isinstance(conn, sqlite3.Connection):
+        return None
+    try:
+        rows = conn.execute("PRAGMA database_list").fetchall()
+    except sqlite3.Error:
+        return None
+    for _seq, name, file in rows:
         if name == "main":
             return Path(file) if file else None
     return None
@@ -94,7 +101,7 @@ def scrub(conn: sqlite3.Connection, *, lock: Any = None, vacuum: bool = True) ->
     if not isinstance(conn, sqlite3.Connection):
         raise InvalidArgument(f"scrub needs a sqlite3.Connection, got {type(conn).__name__}")
     with lock if lock is not None else contextlib.nullcontext():
-        path = _main_file(conn)
+        path = main_file(conn)
         if conn.in_transaction:
             size = _size(path)
             return ScrubResult(path, size, size, _size(Path(f"{path}-wal") if path else None),
