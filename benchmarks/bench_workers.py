@@ -1,16 +1,19 @@
-"""Several worker processes on one unsee home (SQLite): recording throughput and forget latency.
+"""Several worker processes on one store, SQLite and PostgreSQL: recording throughput and forget latency.
 
 1, 2 and 4 worker processes each run a scripted ``create_agent`` agent (one
-tool, a file ``SqliteSaver`` per worker) on sessions of their own, all
-recording into one home (provenance, vault, leases shared). Printed: agent
-steps per second over all workers, as a ratio to one worker in the same run;
-then the latency of a forget (B7 with erasure) of a session while 4 workers
-are busy, against the same forget with no worker running.
+tool) on sessions of their own, all recording into one store: a SQLite home
+(provenance, vault, leases shared; a file ``SqliteSaver`` per worker), then
+one PostgreSQL database (unsee's store and leases; a ``PostgresSaver`` on a
+pool per worker). Printed: agent steps per second over all workers, as a ratio
+to one worker on SQLite in the same run; then the latency of a forget (B7 with
+erasure) of a session while 4 workers are busy, against the same forget with
+no worker running, per engine.
 
-    python -m benchmarks.bench_workers [--seconds 8]
+    python -m benchmarks.bench_workers [--seconds 8] [--pg URL]
 
-PostgreSQL (several machines) is not measured: unsee has no PostgreSQL store
-yet (docs/deployment.md).
+``--pg``: a PostgreSQL URL of a database the bench may fill (default
+``$UNSEE_TEST_PG_URL``, which ``source scripts/postgres-up.sh`` sets; each
+measurement gets a fresh database there). Without one the PostgreSQL rows are skipped.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ SECRET = "4417-2231"
 STEPS_PER_RUN = 3
 
 
-def _agent(home: Path, db: str):
+def _agent(home: Path, db: str, store: str | None = None):
     import sqlite3
 
     from langchain.agents import create_agent
@@ -35,7 +38,7 @@ def _agent(home: Path, db: str):
     from unsee import Unsee
     from unsee.plugins.eval import ScriptedChatModel, call_id
 
-    u = Unsee(home=home)
+    u = Unsee(home=home, store=store)
 
     @u.tool(effect="read")
     def lookup(ticket: str) -> str:
@@ -48,16 +51,35 @@ def _agent(home: Path, db: str):
         return AIMessage(content="", tool_calls=[{"name": "lookup", "args": {"ticket": str(messages[-1].content)},
                                                   "id": call_id(messages), "type": "tool_call"}])
 
-    conn = sqlite3.connect(home / db, check_same_thread=False)
+    if store:
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+        from psycopg_pool import ConnectionPool
+
+        saver = PostgresSaver(ConnectionPool(store, min_size=1, max_size=2, kwargs={
+            "autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}))  # tables made by _setup
+    else:
+        saver = SqliteSaver(sqlite3.connect(home / db, check_same_thread=False))
     agent = create_agent(ScriptedChatModel(policy=policy), [lookup], middleware=[u.middleware()],
-                         checkpointer=SqliteSaver(conn))
+                         checkpointer=saver)
     return u, agent
 
 
-def _worker(home: str, wid: int, seconds: float, out) -> None:
+def _setup(store: str | None) -> None:
+    """Make LangGraph's tables once, before the workers start (concurrent setups collide in the catalog)."""
+    if store:
+        import psycopg
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+
+        with psycopg.connect(store, autocommit=True, row_factory=dict_row) as conn:
+            PostgresSaver(conn).setup()
+
+
+def _worker(home: str, wid: int, seconds: float, out, store: str | None = None) -> None:
     from langchain_core.messages import HumanMessage
 
-    u, agent = _agent(Path(home), f"lg-{wid}.sqlite")
+    u, agent = _agent(Path(home), f"lg-{wid}.sqlite", store)
     runs, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
         thread = f"w{wid}-{runs // 3}"  # three turns a session
@@ -68,10 +90,11 @@ def _worker(home: str, wid: int, seconds: float, out) -> None:
     u.close()
 
 
-def throughput(home: Path, workers: int, seconds: float) -> float:
+def throughput(home: Path, workers: int, seconds: float, store: str | None = None) -> float:
+    _setup(store)
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    ps = [ctx.Process(target=_worker, args=(str(home), i, seconds, q)) for i in range(workers)]
+    ps = [ctx.Process(target=_worker, args=(str(home), i, seconds, q, store)) for i in range(workers)]
     for p in ps:
         p.start()
     rates = [q.get(timeout=seconds + 120) for _ in ps]
@@ -80,18 +103,20 @@ def throughput(home: Path, workers: int, seconds: float) -> float:
     return sum(rates)
 
 
-def forget_latency(home: Path, busy: int, seconds: float) -> float:
+def forget_latency(home: Path, busy: int, seconds: float, store: str | None = None) -> float:
     from langchain_core.messages import HumanMessage
 
     from unsee import RevocationEvent
 
-    u, agent = _agent(home, "lg-main.sqlite")
+    _setup(store)
+    u, agent = _agent(home, "lg-main.sqlite", store)
     thread = f"victim-{busy}"
     for text in ("T1", "T-SECRET", "T2"):
         agent.invoke({"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": thread}})
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    ps = [ctx.Process(target=_worker, args=(str(home), 100 + busy * 10 + i, seconds, q)) for i in range(busy)]
+    ps = [ctx.Process(target=_worker, args=(str(home), 100 + busy * 10 + i, seconds, q, store))
+          for i in range(busy)]
     for p in ps:
         p.start()
     if busy:
@@ -108,21 +133,61 @@ def forget_latency(home: Path, busy: int, seconds: float) -> float:
     return took
 
 
+class _Databases:
+    """Fresh databases on a PostgreSQL server (one per measurement), dropped at the end."""
+
+    def __init__(self, admin: str):
+        self.admin, self.made = admin, []
+
+    def new(self) -> str:
+        import uuid
+        from urllib.parse import urlsplit
+
+        import psycopg
+
+        name = "bench_" + uuid.uuid4().hex[:10]
+        with psycopg.connect(self.admin, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        self.made.append(name)
+        return urlsplit(self.admin)._replace(path="/" + name).geturl()
+
+    def drop(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.admin, autocommit=True) as conn:
+            for name in self.made:
+                conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
 def main(argv: list[str] | None = None) -> None:
+    import os
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=8.0)
+    ap.add_argument("--pg", default=os.environ.get("UNSEE_TEST_PG_URL"))
     args = ap.parse_args(argv if argv is not None else [])
-    with tempfile.TemporaryDirectory() as d:
-        home = Path(d)
-        base = None
-        for n in (1, 2, 4):
-            rate = throughput(home, n, args.seconds)
-            base = base or rate
-            print(f"{n} worker(s): {rate:8.1f} agent steps/s   ratio to 1 worker: {rate / base:.2f}", flush=True)
-        idle = forget_latency(home, 0, args.seconds)
-        busy = forget_latency(home, 4, args.seconds)
-        print(f"forget (B7 + erasure) latency: {idle:.2f} s idle, {busy:.2f} s with 4 busy workers "
-              f"(ratio {busy / idle:.2f})", flush=True)
+    engines = [("sqlite", None)] + ([("postgresql", _Databases(args.pg))] if args.pg else [])
+    if not args.pg:
+        print("PostgreSQL rows skipped: no server (--pg URL, or `source scripts/postgres-up.sh`)", flush=True)
+    base = None
+    try:
+        for engine, dbs in engines:
+            with tempfile.TemporaryDirectory() as d:
+                home = Path(d)
+                for n in (1, 2, 4):
+                    rate = throughput(home / f"t{n}", n, args.seconds, dbs.new() if dbs else None)
+                    base = base or rate
+                    print(f"{engine:10} {n} worker(s): {rate:8.1f} agent steps/s   ratio to 1 worker on SQLite: "
+                          f"{rate / base:.2f}", flush=True)
+                store = dbs.new() if dbs else None
+                idle = forget_latency(home / "f", 0, args.seconds, store)
+                busy = forget_latency(home / "f", 4, args.seconds, store)
+                print(f"{engine:10} forget (B7 + erasure) latency: {idle:.2f} s idle, {busy:.2f} s with 4 busy "
+                      f"workers (ratio {busy / idle:.2f})", flush=True)
+    finally:
+        for _, dbs in engines:
+            if dbs:
+                dbs.drop()
 
 
 if __name__ == "__main__":

@@ -116,3 +116,39 @@ class HomeNotADirectory(UnseeError, NotADirectoryError):
         )
         self.home = os.fspath(home)
         self.blocker = blocker
+
+
+class InvalidStoreUrl(UnseeError, ValueError):
+    """``Unsee(store=...)`` is not a store unsee can open (a PostgreSQL URL psycopg rejects)."""
+
+    def __init__(self, url: str, reason: str):
+        super().__init__(f"cannot use the store {url!r}: {reason}")
+        self.url = url
+        self.reason = reason
+
+
+class StoreUnavailable(UnseeError, ConnectionError):
+    """The store's server (PostgreSQL) could not be reached, or dropped the connection.
+
+    The statement's transaction was rolled back by the server: nothing of it is
+    stored. Retry once the server is back (a forget rolls forward from its journal).
+    """
+
+    def __init__(self, where: str, reason: str):
+        super().__init__(f"the unsee store {where} is unavailable ({reason.strip()}); nothing of the failed "
+                         "operation was stored: retry once the server is back")
+        self.where = where
+        self.reason = reason
+
+
+class Interrupted(UnseeError, RuntimeError):
+    """A journaled operation (a forget's commit, an erasure) stopped part-way because a service
+    failed under it. Its journal keeps what is done; running it again finishes it."""
+
+    def __init__(self, what: str, session_id: str, event_id: str, cause: BaseException, finish: str):
+        super().__init__(f"the {what} of forget {event_id} on session {session_id!r} was interrupted "
+                         f"({type(cause).__name__}: {str(cause).strip() or 'no detail'}); it is journaled: "
+                         f"{finish}")
+        self.session_id = session_id
+        self.event_id = event_id
+        self.cause = cause

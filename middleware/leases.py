@@ -2,7 +2,8 @@
 
 A lease is a row ``(session, owner, kind, expires)`` in ``<home>/leases.sqlite``
 (its own file: taken and released synchronously, never through the batching
-writer). ``kind`` is ``run`` (the recording middleware holds one per session
+writer), or in the ``leases`` table of the PostgreSQL store
+(``Unsee(store="postgresql://...")``), which every machine on it shares. ``kind`` is ``run`` (the recording middleware holds one per session
 while the agent runs there; runs of one owner stack) or ``forget`` (a forget
 or an erasure holds it for its whole duration). A run waits while another
 owner — or this one — holds a ``forget`` lease on the session; a forget waits
@@ -11,13 +12,15 @@ while any run or another forget holds one. An owner is one process's
 heartbeat thread every ``ttl / 3``; a holder that dies (SIGKILL) stops
 renewing, and its lease expires after ``ttl``: a waiting forget then goes on.
 
-Checking and taking is one ``BEGIN IMMEDIATE`` transaction, so two processes
-never both see a session free.
+Checking and taking is one transaction that locks the lease table (SQLite:
+``BEGIN IMMEDIATE``; PostgreSQL: ``LOCK TABLE``), so two processes never both
+see a session free.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 import sqlite3
@@ -28,7 +31,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .errors import SessionBusy
+from .sqldb import Db, SqliteDb
+from .store_schema import upsert_sql
 
+log = logging.getLogger("unsee.leases")
 RUN, FORGET = "run", "forget"
 DEFAULT_TTL = 30.0
 #: a run lease nobody touched for this long is no longer renewed: a run that ended in a way no
@@ -48,24 +54,39 @@ CREATE TABLE IF NOT EXISTS forgets (
   ended_ns INTEGER NOT NULL
 );
 """
+_FORGET_UPSERT = upsert_sql("forgets", ("session_id", "ended_ns"), ("session_id",))
 
 
 class LeaseTable:
     """The leases of one unsee home, as seen by one owner (this process)."""
 
-    def __init__(self, path: Path, *, ttl: float | None = None, poll: float = 0.05):
-        self.path = Path(path)
+    def __init__(self, where: Path | Db, *, ttl: float | None = None, poll: float = 0.05):
+        """``where``: the SQLite file of the leases, or an open :class:`~.sqldb.Db` (PostgreSQL)."""
         #: seconds a lease outlives its holder's last heartbeat ($UNSEE_LEASE_TTL, default 30)
         self.ttl = ttl if ttl is not None else float(os.environ.get("UNSEE_LEASE_TTL") or DEFAULT_TTL)
         self.poll = poll
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        # a lease row lost to a power cut is harmless (every holder died with it): no fsync per run
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.executescript(_SCHEMA)
+        if isinstance(where, Db):
+            self.path = None
+            self._conn = where
+            if not {"leases", "forgets"} <= where.tables():
+                with where.transaction():
+                    where.execute("SELECT pg_advisory_xact_lock(hashtext('unsee.schema'))")
+                    for statement in _SCHEMA.replace("INTEGER", "BIGINT").split(";"):
+                        if statement.strip():
+                            where.execute(statement)
+        else:
+            self.path = Path(where)
+            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+            conn.execute("PRAGMA journal_mode=WAL")
+            # a lease row lost to a power cut is harmless (every holder died with it): no fsync per run
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.executescript(_SCHEMA)
+            self._conn = SqliteDb(conn)
         self._lock = threading.RLock()
         self._held: dict[tuple[str, str], int] = {}
+        #: releases the store did not take yet (it was unreachable): (session, kind, when)
+        self._unreleased: list[tuple[str, str, int]] = []
         self._touched: dict[str, float] = {}  # session -> last activity of a run there (monotonic)
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
@@ -86,19 +107,15 @@ class LeaseTable:
         """Take the lease now if nothing blocks it; True if taken."""
         now = time.time_ns()
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
+            self._flush_releases()
+            with self._conn.transaction(lock="leases"):
                 if self._blocked(session, kind, now):
-                    self._conn.execute("ROLLBACK")
                     return False
                 self._conn.execute(
                     "INSERT INTO leases VALUES (?,?,?,1,?) ON CONFLICT(session_id, owner, kind) DO UPDATE SET "
-                    "holds=CASE WHEN expires_ns>? THEN holds+1 ELSE 1 END, expires_ns=excluded.expires_ns",
+                    "holds=CASE WHEN leases.expires_ns>? THEN leases.holds+1 ELSE 1 END,"
+                    " expires_ns=excluded.expires_ns",
                     (session, self.owner, kind, now + int(self.ttl * 1e9), now))
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
             self._held[(session, kind)] = self._held.get((session, kind), 0) + 1
             if kind == RUN:
                 self._touched[session] = time.monotonic()
@@ -129,19 +146,28 @@ class LeaseTable:
                 self._held.pop((session, kind))
             else:
                 self._held[(session, kind)] = n - 1
-            # one transaction: a run that takes the lease right after sees the forget recorded
-            self._conn.execute("BEGIN IMMEDIATE")
+            self._unreleased.append((session, kind, time.time_ns()))
             try:
+                self._flush_releases()
+            except self._conn.errors:
+                # The store is unreachable (a PostgreSQL restart): never mask the caller's own
+                # outcome. The row stays held (safe: it blocks, never admits) and is released by
+                # the next lease operation or heartbeat that reaches the store, else it lapses.
+                log.warning("could not release the %s lease on %s yet; retried later", kind, session, exc_info=True)
+
+    def _flush_releases(self) -> None:
+        """Write the releases not written yet, oldest first (under ``_lock``)."""
+        while self._unreleased:
+            session, kind, ended_ns = self._unreleased[0]
+            # one transaction: a run that takes the lease right after sees the forget recorded
+            with self._conn.transaction(lock="leases"):
                 if kind == FORGET:  # runs that loaded the state around now check it is still the head
-                    self._conn.execute("INSERT OR REPLACE INTO forgets VALUES (?, ?)", (session, time.time_ns()))
+                    self._conn.execute(_FORGET_UPSERT, (session, ended_ns))
                 self._conn.execute(
                     "UPDATE leases SET holds=holds-1 WHERE session_id=? AND owner=? AND kind=?",
                     (session, self.owner, kind))
                 self._conn.execute("DELETE FROM leases WHERE holds<=0")
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
+            self._unreleased.pop(0)
 
     def forgot_since(self, session: str, since_ns: int) -> bool:
         """Whether a forget on ``session`` ended after ``since_ns`` (or holds it now)."""
@@ -169,6 +195,7 @@ class LeaseTable:
         """Push the expiry of every lease this owner holds (a run lease only while its run
         was active in the last ``RUN_IDLE_S`` seconds)."""
         with self._lock:
+            self._flush_releases()
             if not self._held:
                 return
             until = time.time_ns() + int(self.ttl * 1e9)
@@ -187,7 +214,7 @@ class LeaseTable:
             while not self._stop.wait(self.ttl / 3):
                 try:
                     self.renew()
-                except sqlite3.Error:
+                except self._conn.errors:
                     pass  # the next beat tries again; a lease that lapses is taken by a waiter
 
         self._beat = threading.Thread(target=beat, name="unsee-leases", daemon=True)
@@ -196,7 +223,7 @@ class LeaseTable:
     def close(self) -> None:
         self._stop.set()
         with self._lock:
-            with contextlib.suppress(sqlite3.Error):
+            with contextlib.suppress(*self._conn.errors):
                 self._conn.execute("DELETE FROM leases WHERE owner=?", (self.owner,))
             self._held.clear()
             self._conn.close()

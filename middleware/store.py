@@ -1,4 +1,4 @@
-"""SQLite provenance store and content vault under the unsee home.
+"""The provenance store and content vault: SQLite under the unsee home, or PostgreSQL.
 
 ``provenance.sqlite`` holds sessions, artifacts, checkpoints and the spans
 they came from (for export). ``vault.sqlite`` holds payload text keyed by
@@ -16,12 +16,16 @@ Opening checks both files first, read-only (``check_db``): a damaged file
 (truncated, garbled, another program's) is ``StoreDamaged`` naming it, and is
 never rebuilt as an empty store. The schema is made in one transaction and
 stamped with ``STORE_VERSION`` (``PRAGMA user_version``).
+
+With ``url="postgresql://..."`` the same tables live in that database's
+``unsee`` schema (:mod:`.sqldb`: one SQL for both engines, a psycopg 3 pool),
+so several processes and machines share one store (docs/deployment.md).
 """
 
 from __future__ import annotations
 
 import contextlib
-import sqlite3
+import secrets
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -29,20 +33,37 @@ from typing import Any
 
 from .errors import SessionNotFound, StoreDamaged
 from .records import Artifact, Checkpoint, SessionInfo
-from .store_files import PROVENANCE_TABLES, VAULT_TABLES, _vault_has_content, check_db, ensure_home
+from .sqldb import Db, PostgresDb, SqliteDb, create_tables, open_pool, redact_url, stored_version
+from .store_files import PROVENANCE_TABLES, STORE_VERSION, VAULT_TABLES, _vault_has_content, check_db, ensure_home
 from .store_journal import SessionReplacement
-from .store_schema import (SCHEMA, VAULT_SCHEMA, SpanRow, artifact_from_row, checkpoint_from_row, connect,
-                           create_schema, span_from_row)
+from .store_schema import (SCHEMA, TEXT_KEYS, VAULT_SCHEMA, SpanRow, artifact_from_row, checkpoint_from_row, connect,
+                           span_from_row)
 from .store_writer import Batch, BatchWriter
 
 __all__ = ["Batch", "ProvenanceStore", "SpanRow"]
 
 
 class ProvenanceStore(BatchWriter, SessionReplacement):
-    """Provenance tables + vault, with a batching writer thread."""
+    """Provenance tables + vault, with a batching writer thread.
 
-    def __init__(self, home: Path):
+    ``url``: a ``postgresql://`` URL puts the tables in that database (schema
+    ``unsee``) instead of the two SQLite files under ``home``; the home still
+    holds what is local to a machine (hash key when none is stored, receipts).
+    """
+
+    def __init__(self, home: Path, url: str | None = None):
         self.home = ensure_home(Path(home))
+        self.url = url
+        self.pool: Any = None
+        if url:
+            self.path = self.vault_path = None
+            self._open_postgres(url)
+        else:
+            self._open_sqlite()
+        self._read_lock = threading.RLock()
+        self._start_writer()
+
+    def _open_sqlite(self) -> None:
         self.path = self.home / "provenance.sqlite"
         self.vault_path = self.home / "vault.sqlite"
         # Check both files before either is written: a damaged store is an error, never rebuilt.
@@ -50,21 +71,55 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
         check_db(self.vault_path, VAULT_TABLES)
         if not has_db and self.path.exists() and _vault_has_content(self.vault_path):
             raise StoreDamaged(self.path, f"empty, but {self.vault_path.name} holds recorded content")
-        self._db = connect(self.path)
+        self._db: Db = SqliteDb(connect(self.path))
         try:
-            create_schema(self._db, SCHEMA, PROVENANCE_TABLES)
-            self._vault = connect(self.vault_path)
+            create_tables(self._db, SCHEMA, PROVENANCE_TABLES, STORE_VERSION, what="provenance")
+            self._vault: Db = SqliteDb(connect(self.vault_path))
         except BaseException:
             self._db.close()
             raise
         try:
-            create_schema(self._vault, VAULT_SCHEMA, VAULT_TABLES)
+            create_tables(self._vault, VAULT_SCHEMA, VAULT_TABLES, STORE_VERSION, what="vault")
         except BaseException:
             self._db.close()
             self._vault.close()
             raise
-        self._read_lock = threading.RLock()
-        self._start_writer()
+
+    def _open_postgres(self, url: str) -> None:
+        self.pool = open_pool(url)
+        try:
+            self._db = self._vault = PostgresDb(self.pool)
+            version = stored_version(self._db, "provenance")
+            if version is not None and version > STORE_VERSION:
+                raise StoreDamaged(redact_url(url), f"schema version {version}: written by a newer unsee")
+            found = self._db.tables() & (PROVENANCE_TABLES | VAULT_TABLES)
+            if version is None and found:
+                raise StoreDamaged(redact_url(url), "unsee tables without a version stamp: "
+                                   + ", ".join(sorted(found)))
+            create_tables(self._db, SCHEMA + VAULT_SCHEMA, PROVENANCE_TABLES | VAULT_TABLES, STORE_VERSION,
+                          what="provenance")
+        except BaseException:
+            self.pool.close()
+            raise
+
+    @property
+    def dialect(self) -> str:
+        return self._db.dialect
+
+    def lease_db(self) -> Db | None:
+        """Where a shared store keeps the session leases (None: SQLite, whose leases have
+        their own file under the home, apart from the batching writer's connections)."""
+        return PostgresDb(self.pool) if self.pool is not None else None
+
+    def shared_key(self, name: str) -> bytes | None:
+        """A random 32-byte key kept in a shared store under ``name``, made by whichever
+        process asks first (PostgreSQL: every machine on the store hashes alike); None on
+        SQLite, whose keys are files of the home."""
+        if self.pool is None:
+            return None
+        self._db.execute("INSERT INTO unsee_meta VALUES (?, ?) ON CONFLICT(key) DO NOTHING",
+                         (name, secrets.token_hex(32)))
+        return bytes.fromhex(self._db.execute("SELECT value FROM unsee_meta WHERE key=?", (name,)).fetchone()[0])
 
     # -- reading ----------------------------------------------------------
     def _rows(self, sql: str, args: Iterable[Any] = ()) -> list[tuple]:
@@ -146,38 +201,51 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
 
     # -- erasure ---------------------------------------------------------
     @contextlib.contextmanager
-    def exclusive(self) -> Iterator[tuple[sqlite3.Connection, sqlite3.Connection]]:
-        """(provenance, vault) connections with nothing queued and no reader or writer
-        of this store running: for maintenance such as erasure's WAL truncation and VACUUM."""
+    def exclusive(self) -> Iterator[tuple[Db, Db]]:
+        """(provenance, vault) databases with nothing queued and no reader or writer of this
+        store running in this process: for maintenance such as erasure's scrubs."""
         self.flush()
         with self._read_lock:
             yield self._db, self._vault
 
     def files(self) -> list:
-        """The two database files this store owns (their -wal/-shm siblings go with them)."""
-        return [self.path, self.vault_path]
+        """The two database files this store owns (their -wal/-shm siblings go with them);
+        none on PostgreSQL."""
+        return [p for p in (self.path, self.vault_path) if p is not None]
+
+    def compact(self) -> list[str]:
+        """PostgreSQL: rewrite unsee's tables (``VACUUM FULL``), so deleted rows leave the
+        heap and TOAST files; what the server's WAL, backups and replicas hold is beyond
+        reach. SQLite files are scrubbed by erasure itself (WAL and free pages)."""
+        if self.dialect != "postgresql":
+            return []
+        with self.exclusive() as (db, _):
+            for table in sorted(PROVENANCE_TABLES | VAULT_TABLES):
+                db.execute(f"VACUUM FULL {table}")
+        return ["PostgreSQL: unsee's tables rewritten (VACUUM FULL): deleted rows left the heap and TOAST files"]
 
     def sessions_like(self, prefix: str) -> list[str]:
         """Recorded session ids starting with ``prefix`` (e.g. a session's scratch sessions)."""
-        rows = self._rows("SELECT session_id FROM sessions WHERE substr(session_id, 1, ?)=?",
-                          (len(prefix), prefix))
+        rows = self._rows("SELECT session_id FROM sessions WHERE substr(session_id, 1, length(?))=?",
+                          (prefix, prefix))
         return [r[0] for r in rows]
 
     #: (file, table, text columns) that can hold payload text of a session
     TEXT_COLUMNS = (("vault", "content", ("content",)), ("vault", "store_journal", ("old_value", "new_value")),
                     ("db", "spans", ("attributes", "events", "status_description")), ("db", "commits", ("payload",)))
 
-    def session_texts(self, session_id: str) -> list[tuple[str, str, int, str]]:
-        """Every stored text of a session: (table, column, rowid, text)."""
+    def _texts(self, conn: Db, table: str, cols: tuple[str, ...], session_id: str) -> list[tuple]:
+        keys = TEXT_KEYS[table]
+        return [(r[:len(keys)], r[len(keys):]) for r in conn.execute(
+            f"SELECT {', '.join(keys + cols)} FROM {table} WHERE session_id=?", (session_id,)).fetchall()]
+
+    def session_texts(self, session_id: str) -> list[tuple[str, str, tuple, str]]:
+        """Every stored text of a session: (table, column, primary key, text)."""
         out = []
         with self.exclusive() as (db, vault):
             for file, table, cols in self.TEXT_COLUMNS:
-                conn = vault if file == "vault" else db
-                for row in conn.execute(f"SELECT rowid, {', '.join(cols)} FROM {table} WHERE session_id=?",
-                                        (session_id,)).fetchall():
-                    for col, text in zip(cols, row[1:]):
-                        if text:
-                            out.append((table, col, row[0], text))
+                for key, texts in self._texts(vault if file == "vault" else db, table, cols, session_id):
+                    out.extend((table, col, key, text) for col, text in zip(cols, texts) if text)
         return out
 
     def rewrite_texts(self, session_id: str, fix: Callable[[str], str | None]) -> int:
@@ -186,23 +254,17 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
         changed = 0
         with self.exclusive() as (db, vault):
             for conn, file in ((vault, "vault"), (db, "db")):
-                conn.execute("BEGIN")
-                try:
+                with conn.transaction():
                     for f, table, cols in self.TEXT_COLUMNS:
                         if f != file:
                             continue
-                        rows = conn.execute(f"SELECT rowid, {', '.join(cols)} FROM {table} WHERE session_id=?",
-                                            (session_id,)).fetchall()
-                        for row in rows:
-                            for col, text in zip(cols, row[1:]):
+                        where = " AND ".join(f"{k}=?" for k in TEXT_KEYS[table])
+                        for key, texts in self._texts(conn, table, cols, session_id):
+                            for col, text in zip(cols, texts):
                                 new = fix(text) if text else None
                                 if new is not None and new != text:
-                                    conn.execute(f"UPDATE {table} SET {col}=? WHERE rowid=?", (new, row[0]))
+                                    conn.execute(f"UPDATE {table} SET {col}=? WHERE {where}", (new, *key))
                                     changed += 1
-                    conn.execute("COMMIT")
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
         return changed
 
     def retarget_checkpoints(self, session_id: str, thread_prefix: str) -> int:
@@ -213,8 +275,8 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
         with self._read_lock:
             return self._db.execute(
                 "UPDATE checkpoints SET langgraph_thread_id=? WHERE session_id=?"
-                " AND substr(langgraph_thread_id, 1, ?)=?",
-                (session_id, session_id, len(thread_prefix), thread_prefix)).rowcount
+                " AND substr(langgraph_thread_id, 1, length(?))=?",
+                (session_id, session_id, thread_prefix, thread_prefix)).rowcount
 
     def close(self) -> None:
         if self._closed:
@@ -223,3 +285,5 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
         with self._read_lock:
             self._db.close()
             self._vault.close()
+            if self.pool is not None:
+                self.pool.close()

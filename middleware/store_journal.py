@@ -12,11 +12,11 @@ replaced here too.
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 import time
 
-from .store_schema import ARTIFACT_COLS, CHECKPOINT_COLS
+from .sqldb import Db
+from .store_schema import ARTIFACT_COLS, CHECKPOINT_COLS, COMMIT_UPSERT, CONTENT_UPSERT
 
 #: one memory-store write: (seq, namespace, key, old JSON or None, new JSON or None)
 JournalEntry = tuple[int, tuple[str, ...], str, str | None, str | None]
@@ -29,8 +29,8 @@ class SessionReplacement:
     ``_rows``, which flushes) so it sees every recorded batch.
     """
 
-    _db: sqlite3.Connection
-    _vault: sqlite3.Connection
+    _db: Db
+    _vault: Db
     _read_lock: threading.RLock
     _incomplete: dict[str, int]
 
@@ -40,42 +40,35 @@ class SessionReplacement:
         self.flush()
         now = time.time_ns()
         with self._read_lock:
-            self._vault.execute("BEGIN")
-            self._vault.execute("DELETE FROM content WHERE session_id=?", (dst,))
-            self._vault.execute(
-                "INSERT INTO content SELECT ?, artifact_id, content FROM content WHERE session_id=?",
-                (dst, src),
-            )
-            self._vault.execute("COMMIT")
-            db = self._db
-            db.execute("BEGIN")
-            for table in ("artifacts", "checkpoints", "spans", "sessions"):
-                db.execute(f"DELETE FROM {table} WHERE session_id=?", (dst,))
-            db.execute(
-                "INSERT INTO sessions(session_id, created_ns, updated_ns, tokenizer, meta)"
-                " SELECT ?, ?, ?, tokenizer, ? FROM sessions WHERE session_id=?",
-                (dst, now, now, json.dumps({"scratch_of": src}), src),
-            )
-            cols = ",".join(c for c in ARTIFACT_COLS if c != "session_id")
-            db.execute(
-                f"INSERT INTO artifacts(session_id,{cols}) SELECT ?,{cols} FROM artifacts"
-                " WHERE session_id=? AND seq<?", (dst, src, before_seq),
-            )
-            cols = ",".join(c for c in CHECKPOINT_COLS if c != "session_id")
-            db.execute(
-                f"INSERT INTO checkpoints(session_id,{cols}) SELECT ?,{cols} FROM checkpoints"
-                " WHERE session_id=? AND seq<?", (dst, src, before_seq),
-            )
-            db.execute("COMMIT")
-            kept = [r[0] for r in db.execute("SELECT id FROM artifacts WHERE session_id=?", (dst,))]
-            self._vault.execute("BEGIN")
-            self._vault.execute("CREATE TEMP TABLE IF NOT EXISTS keep_ids(id TEXT PRIMARY KEY)")
-            self._vault.execute("DELETE FROM keep_ids")
-            self._vault.executemany("INSERT OR IGNORE INTO keep_ids VALUES (?)", [(k,) for k in kept])
-            self._vault.execute(
-                "DELETE FROM content WHERE session_id=? AND artifact_id NOT IN (SELECT id FROM keep_ids)", (dst,)
-            )
-            self._vault.execute("COMMIT")
+            db, vault = self._db, self._vault
+            with vault.transaction():
+                vault.execute("DELETE FROM content WHERE session_id=?", (dst,))
+                vault.execute("INSERT INTO content SELECT ?, artifact_id, content FROM content WHERE session_id=?",
+                              (dst, src))
+            with db.transaction():
+                for table in ("artifacts", "checkpoints", "spans", "sessions"):
+                    db.execute(f"DELETE FROM {table} WHERE session_id=?", (dst,))
+                db.execute(
+                    "INSERT INTO sessions(session_id, created_ns, updated_ns, tokenizer, meta)"
+                    " SELECT ?, ?, ?, tokenizer, ? FROM sessions WHERE session_id=?",
+                    (dst, now, now, json.dumps({"scratch_of": src}), src),
+                )
+                cols = ",".join(c for c in ARTIFACT_COLS if c != "session_id")
+                db.execute(
+                    f"INSERT INTO artifacts(session_id,{cols}) SELECT ?,{cols} FROM artifacts"
+                    " WHERE session_id=? AND seq<?", (dst, src, before_seq),
+                )
+                cols = ",".join(c for c in CHECKPOINT_COLS if c != "session_id")
+                db.execute(
+                    f"INSERT INTO checkpoints(session_id,{cols}) SELECT ?,{cols} FROM checkpoints"
+                    " WHERE session_id=? AND seq<?", (dst, src, before_seq),
+                )
+            kept = {r[0] for r in db.execute("SELECT id FROM artifacts WHERE session_id=?", (dst,))}
+            # the vault may be another file (SQLite) or the same database: the ids travel as values
+            dropped = [(dst, r[0]) for r in vault.execute("SELECT artifact_id FROM content WHERE session_id=?", (dst,))
+                       if r[0] not in kept]
+            with vault.transaction():
+                vault.executemany("DELETE FROM content WHERE session_id=? AND artifact_id=?", dropped)
 
     def begin_commit(self, event_id: str, session_id: str, scratch_id: str, since_ns: int,
                      payload: str | None = None) -> None:
@@ -83,7 +76,7 @@ class SessionReplacement:
         self.flush()
         with self._read_lock:
             self._db.execute(
-                "INSERT OR REPLACE INTO commits VALUES (?,?,?,?,?,?,?)",
+                COMMIT_UPSERT,
                 (event_id, session_id, scratch_id, since_ns, "started", time.time_ns(), payload),
             )
 
@@ -116,23 +109,21 @@ class SessionReplacement:
                 "SELECT COUNT(*) FROM artifacts WHERE session_id=?", (scratch_id,)
             ).fetchone()[0]
             if scratch_left:
-                vault.execute("BEGIN")
-                vault.execute("DELETE FROM content WHERE session_id=?", (session_id,))
-                vault.execute("UPDATE content SET session_id=? WHERE session_id=?", (session_id, scratch_id))
-                vault.execute("COMMIT")
-                db.execute("BEGIN")
-                db.execute("DELETE FROM artifacts WHERE session_id=?", (session_id,))
-                db.execute("DELETE FROM checkpoints WHERE session_id=?", (session_id,))
-                db.execute("DELETE FROM spans WHERE session_id=? AND start_ns>=?", (session_id, since_ns))
-                for table in ("artifacts", "checkpoints", "spans"):
-                    db.execute(f"UPDATE {table} SET session_id=? WHERE session_id=?", (session_id, scratch_id))
-                db.execute("DELETE FROM sessions WHERE session_id=?", (scratch_id,))
-                db.execute(
-                    "UPDATE sessions SET updated_ns=?, incomplete=0, failures=0 WHERE session_id=?",
-                    (time.time_ns(), session_id),
-                )
-                db.execute("UPDATE commits SET state='done' WHERE event_id=?", (event_id,))
-                db.execute("COMMIT")
+                with vault.transaction():
+                    vault.execute("DELETE FROM content WHERE session_id=?", (session_id,))
+                    vault.execute("UPDATE content SET session_id=? WHERE session_id=?", (session_id, scratch_id))
+                with db.transaction():
+                    db.execute("DELETE FROM artifacts WHERE session_id=?", (session_id,))
+                    db.execute("DELETE FROM checkpoints WHERE session_id=?", (session_id,))
+                    db.execute("DELETE FROM spans WHERE session_id=? AND start_ns>=?", (session_id, since_ns))
+                    for table in ("artifacts", "checkpoints", "spans"):
+                        db.execute(f"UPDATE {table} SET session_id=? WHERE session_id=?", (session_id, scratch_id))
+                    db.execute("DELETE FROM sessions WHERE session_id=?", (scratch_id,))
+                    db.execute(
+                        "UPDATE sessions SET updated_ns=?, incomplete=0, failures=0 WHERE session_id=?",
+                        (time.time_ns(), session_id),
+                    )
+                    db.execute("UPDATE commits SET state='done' WHERE event_id=?", (event_id,))
             else:
                 db.execute("UPDATE commits SET state='done' WHERE event_id=?", (event_id,))
         self._incomplete.pop(session_id, None)
@@ -161,11 +152,10 @@ class SessionReplacement:
         self.flush()
         with self._read_lock:
             v = self._vault
-            v.execute("BEGIN")
-            v.execute("DELETE FROM store_journal WHERE session_id=? AND seq>=?", (session_id, since_seq))
-            v.execute("DELETE FROM store_journal WHERE session_id=? AND seq<?", (scratch_id, since_seq))
-            v.execute("UPDATE store_journal SET session_id=? WHERE session_id=?", (session_id, scratch_id))
-            v.execute("COMMIT")
+            with v.transaction():
+                v.execute("DELETE FROM store_journal WHERE session_id=? AND seq>=?", (session_id, since_seq))
+                v.execute("DELETE FROM store_journal WHERE session_id=? AND seq<?", (scratch_id, since_seq))
+                v.execute("UPDATE store_journal SET session_id=? WHERE session_id=?", (session_id, scratch_id))
 
     def set_content(self, session_id: str, artifact_id: str, content: str | None) -> None:
         """Replace (or with None delete) one artifact's content in the vault."""
@@ -176,6 +166,4 @@ class SessionReplacement:
                     "DELETE FROM content WHERE session_id=? AND artifact_id=?", (session_id, artifact_id)
                 )
             else:
-                self._vault.execute(
-                    "INSERT OR REPLACE INTO content VALUES (?,?,?)", (session_id, artifact_id, content)
-                )
+                self._vault.execute(CONTENT_UPSERT, (session_id, artifact_id, content))

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from .records import Artifact, ArtifactType, Checkpoint, CheckpointKind
-from .store_files import STORE_VERSION
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -112,15 +111,6 @@ CREATE TABLE IF NOT EXISTS store_journal (
 """
 
 
-def create_schema(conn: sqlite3.Connection, schema: str, tables: frozenset[str]) -> None:
-    """Make the tables and stamp the version in one transaction (no half-made store)."""
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    found = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    if version == STORE_VERSION and tables <= found:
-        return
-    conn.executescript(f"BEGIN IMMEDIATE;\n{schema}\nPRAGMA user_version={STORE_VERSION};\nCOMMIT;")
-
-
 def connect(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
     conn.execute("PRAGMA journal_mode=WAL")
@@ -128,6 +118,27 @@ def connect(path: Path) -> sqlite3.Connection:
     # Deleted records are overwritten with zeros, not left in free pages (erasure; docs/erasure.md).
     conn.execute("PRAGMA secure_delete=ON")
     return conn
+
+
+def upsert_sql(table: str, columns: tuple[str, ...], keys: tuple[str, ...]) -> str:
+    """``INSERT ... ON CONFLICT (keys) DO UPDATE`` of every other column: SQLite's
+    ``INSERT OR REPLACE`` in the SQL both engines speak."""
+    rest = ", ".join(f"{c}=excluded.{c}" for c in columns if c not in keys)
+    return (f"INSERT INTO {table}({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+            f" ON CONFLICT({', '.join(keys)}) DO " + (f"UPDATE SET {rest}" if rest else "NOTHING"))
+
+
+SPAN_COLS = ("session_id", "trace_id", "span_id", "parent_span_id", "name", "kind", "start_ns", "end_ns",
+             "attributes", "events", "links", "status_code", "status_description", "resource", "scope")
+CONTENT_UPSERT = upsert_sql("content", ("session_id", "artifact_id", "content"), ("session_id", "artifact_id"))
+JOURNAL_UPSERT = upsert_sql("store_journal", ("session_id", "seq", "namespace", "key", "old_value", "new_value"),
+                            ("session_id", "seq", "namespace", "key"))
+SPAN_UPSERT = upsert_sql("spans", SPAN_COLS, ("trace_id", "span_id"))
+COMMIT_UPSERT = upsert_sql("commits", ("event_id", "session_id", "scratch_id", "since_ns", "state", "created_ns",
+                                       "payload"), ("event_id",))
+#: the primary key of each table that holds payload text (rows are addressed by it, on both engines)
+TEXT_KEYS = {"content": ("session_id", "artifact_id"), "store_journal": ("session_id", "seq", "namespace", "key"),
+             "spans": ("trace_id", "span_id"), "commits": ("event_id",)}
 
 
 @dataclass

@@ -13,14 +13,14 @@ from __future__ import annotations
 import json
 import logging
 import queue
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .records import Artifact, Checkpoint
-from .store_schema import SpanRow, artifact_row, checkpoint_row, span_row
+from .sqldb import Db
+from .store_schema import CONTENT_UPSERT, JOURNAL_UPSERT, SPAN_UPSERT, SpanRow, artifact_row, checkpoint_row, span_row
 
 log = logging.getLogger("unsee.store")
 
@@ -47,8 +47,8 @@ class BatchWriter:
     :meth:`_start_writer` starts the thread.
     """
 
-    _db: sqlite3.Connection
-    _vault: sqlite3.Connection
+    _db: Db
+    _vault: Db
     _read_lock: threading.RLock
 
     def _start_writer(self) -> None:
@@ -134,24 +134,13 @@ class BatchWriter:
         now = time.time_ns()
         with self._read_lock:
             db, vault = self._db, self._vault
-            vault.execute("BEGIN")
-            try:
+            with vault.transaction():
                 for b in batches:
                     for aid, text in b.content.items():
-                        vault.execute(
-                            "INSERT OR REPLACE INTO content VALUES (?,?,?)", (b.session_id, aid, text)
-                        )
+                        vault.execute(CONTENT_UPSERT, (b.session_id, aid, text))
                     for seq, ns, key, old, new in b.journal:
-                        vault.execute(
-                            "INSERT OR REPLACE INTO store_journal VALUES (?,?,?,?,?,?)",
-                            (b.session_id, seq, json.dumps(list(ns)), key, old, new),
-                        )
-                vault.execute("COMMIT")
-            except Exception:
-                vault.execute("ROLLBACK")
-                raise
-            db.execute("BEGIN")
-            try:
+                        vault.execute(JOURNAL_UPSERT, (b.session_id, seq, json.dumps(list(ns)), key, old, new))
+            with db.transaction():
                 for b in batches:
                     db.execute(
                         "INSERT INTO sessions(session_id, created_ns, updated_ns, tokenizer) VALUES (?,?,?,?)"
@@ -161,12 +150,12 @@ class BatchWriter:
                     )
                     for a in b.artifacts:
                         db.execute(
-                            "INSERT OR IGNORE INTO artifacts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                            "INSERT INTO artifacts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING",
                             artifact_row(a),
                         )
                     for c in b.checkpoints:
                         db.execute(
-                            "INSERT OR IGNORE INTO checkpoints VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                            "INSERT INTO checkpoints VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING",
                             checkpoint_row(c),
                         )
                     for aid in b.commits:
@@ -175,13 +164,7 @@ class BatchWriter:
                             (b.session_id, aid),
                         )
                     if b.span is not None:
-                        db.execute(
-                            "INSERT OR REPLACE INTO spans VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", span_row(b.span)
-                        )
-                db.execute("COMMIT")
-            except Exception:
-                db.execute("ROLLBACK")
-                raise
+                        db.execute(SPAN_UPSERT, span_row(b.span))
 
     def mark_failure(self, session_id: str, why: str) -> None:
         """Count a recording failure and mark the session incomplete (best effort)."""

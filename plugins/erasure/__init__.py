@@ -39,6 +39,7 @@ _EXPORTS = {
     "encrypting": ".keys",
     "HistoryNotRewritable": ".history",
     "NotForgotten": ".errors",
+    "ErasureInterrupted": ".errors",
     "ReceiptInvalid": ".errors",
     "target_forms": ".forms",
     "holds_target": ".forms",

@@ -25,10 +25,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from unsee.middleware.errors import InvalidArgument, SessionNotFound
+from unsee.middleware.errors import InvalidArgument, SessionNotFound, UnseeError
 from unsee.plugins.forget import fault_point
 
-from .errors import NotForgotten
+from .errors import ErasureInterrupted, NotForgotten
 from .forms import target_forms
 from .journal import Journal
 from .ports import ErasureContext
@@ -157,8 +157,13 @@ class Eraser:
             raise NotForgotten(session)
         # the history swap leaves the thread partial for a moment: no run, in this process or
         # another, may read or write the session meanwhile
-        with self.ctx.runs.exclusive(session) if self.ctx.runs is not None else contextlib.nullcontext():
-            return self._erase(scope, event_id, journal, agent)
+        try:
+            with self.ctx.runs.exclusive(session) if self.ctx.runs is not None else contextlib.nullcontext():
+                return self._erase(scope, event_id, journal, agent)
+        except UnseeError:
+            raise
+        except Exception as e:  # a service failed part-way: typed; the journal lets a rerun finish
+            raise ErasureInterrupted(session, event_id, e) from e
 
     def _erase(self, scope: Scope, event_id: str, journal: Journal, agent: Any) -> ErasureResult:
         routes = self._routes(scope, agent)

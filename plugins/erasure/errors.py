@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from unsee.middleware.errors import UnseeError
+from unsee.middleware.errors import Interrupted, UnseeError
 
 
 class ReceiptInvalid(UnseeError, ValueError):
@@ -37,3 +37,13 @@ class NotForgotten(UnseeError, RuntimeError):
             f"session {session_id!r} still holds the target in its live state: erasure follows a committed "
             "forget and never replaces one; forget it first (u.forget / unsee forget), which erases by default")
         self.session_id = session_id
+
+
+class ErasureInterrupted(Interrupted):
+    """A store, checkpointer or sandbox failed part-way through an erasure (e.g. the database
+    went away). Its journal keeps what is done: the same call again, once the service is back,
+    finishes it. The forget before it is committed either way."""
+
+    def __init__(self, session_id: str, event_id: str, cause: BaseException):
+        super().__init__("erasure", session_id, event_id, cause,
+                         "run it again (u.erase / unsee erase, or the same forget event) to finish it")

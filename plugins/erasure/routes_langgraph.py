@@ -28,6 +28,7 @@ from .keys import EncryptingSaver
 from .journal import Journal
 from .routes import Route, RouteAudit, Scope, register_route, scrub_note, sqlite_route_files
 from .isolated import scan_isolated
+from .pg_compact import SAVER_TABLES, STORE_TABLES, UNREACHABLE, is_postgres, vacuum_full
 from .sqlite_scrub import main_file, scrub
 
 log = logging.getLogger("unsee.erasure")
@@ -64,10 +65,10 @@ class CheckpointHistoryRoute(Route):
         return sqlite_route_files([self.path]) if self.path else []
 
     def unreachable(self) -> list[str]:
-        if self.path is None and type(getattr(self.saver, "inner", self.saver)).__name__.startswith("Postgres"):
-            return ["PostgreSQL WAL segments, dead tuples, backups and replicas of the checkpoint tables"
+        if is_postgres(self.conn):
+            return [UNREACHABLE.format(what="checkpoint")
                     + (" (values encrypted: their keys are destroyed)" if self.keys else
-                       " (values not encrypted: use unsee's EncryptingSaver to make them unreadable)")]
+                       " (values not encrypted: u.encrypted(saver) makes them unreadable once erased)")]
         return []
 
     def _holds(self, scope: Scope):
@@ -117,6 +118,8 @@ class CheckpointHistoryRoute(Route):
         if self.conn is not None and self.path is not None:
             res = scrub(self.conn, lock=self.lock)
             notes.append(scrub_note(res))
+        elif is_postgres(self.conn):
+            notes.append(vacuum_full(self.conn, SAVER_TABLES, lock=self.lock))
         return notes
 
     def _journal(self, scope: Scope) -> Journal:
@@ -218,10 +221,15 @@ class MemoryStoreRoute(Route):
         return out
 
     def erase(self, scope: Scope) -> list[str]:
+        if is_postgres(self.conn):
+            return [vacuum_full(self.conn, STORE_TABLES, lock=self.lock)]
         if self.conn is None or self.path is None:
             return []
         res = scrub(self.conn, lock=self.lock)
         return [scrub_note(res)]
+
+    def unreachable(self) -> list[str]:
+        return [UNREACHABLE.format(what="memory store")] if is_postgres(self.conn) else []
 
 
 def _all_items(store: Any, page: int = 500):

@@ -57,9 +57,18 @@ class RecordsRoute(Route):
                                        lambda t: remove_forms(t, scope.target) if scope.holds(t) else None)
         if n:
             notes.append(f"{n} stored texts of the session cleaned")
-        with self.records.exclusive() as (db, vault):
-            notes += [scrub_note(scrub(c)) for c in (db, vault)]
+        if self.records.files():
+            with self.records.exclusive() as (db, vault):
+                notes += [scrub_note(scrub(c.raw)) for c in (db, vault)]
+        else:  # a database server (PostgreSQL): its tables are rewritten, its WAL is out of reach
+            notes += self.records.compact()
         return notes
+
+    def unreachable(self) -> list[str]:
+        if self.records.files():
+            return []
+        return ["PostgreSQL WAL segments, WAL archives, backups and replicas of unsee's tables "
+                "(rows deleted and tables rewritten; what the server copied elsewhere before is not)"]
 
 
 class LedgerRoute(Route):

@@ -44,6 +44,7 @@ _EXPORTS = {
     "AgentUnknown": ".errors",
     "UnknownStrategy": ".errors",
     "InjectedCrash": ".errors",
+    "CommitInterrupted": ".errors",
     "crash_at": ".faults",
     "Spread": ".spread",
     "find_spread": ".spread",

@@ -17,6 +17,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from unsee.middleware.memory import StoreOverlay
 
 from . import faults
+from .errors import CommitInterrupted, InjectedCrash
 from .event import RevocationEvent
 from .plan import ReplayPlan
 from .ports import ForgetContext
@@ -51,7 +52,12 @@ def commit(ctx: ForgetContext, agent: Any, plan: ReplayPlan, outcome: ReplayOutc
                                                  # the history as this prefix + the scratch suffix)
                                                  "fork": fork_point(plan)}))
     faults.point("commit:begin")
-    finish_commit(ctx, agent, session, event.event_id)
+    try:
+        finish_commit(ctx, agent, session, event.event_id)
+    except InjectedCrash:
+        raise
+    except Exception as e:  # a store or checkpointer failed part-way: typed, and it rolls forward
+        raise CommitInterrupted(session, event.event_id, e) from e
 
 
 

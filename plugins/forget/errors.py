@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from unsee.middleware.errors import UnseeError
+from unsee.middleware.errors import Interrupted, UnseeError
 
 
 class AgentUnknown(UnseeError, LookupError):
@@ -22,3 +22,13 @@ class UnknownStrategy(UnseeError, ValueError):
 
 class InjectedCrash(UnseeError, RuntimeError):
     """Raised by the crash-injection test hook at a named step."""
+
+
+class CommitInterrupted(Interrupted):
+    """A begun commit stopped part-way (e.g. the database went away): its journal entry is
+    kept, so the next forget, ``recover`` or erasure of the session rolls it forward; until
+    then the session keeps whichever state each store last committed."""
+
+    def __init__(self, session_id: str, event_id: str, cause: BaseException):
+        super().__init__("commit", session_id, event_id, cause,
+                         "run the forget again (same event) once the service is back to finish it")

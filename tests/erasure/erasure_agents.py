@@ -52,15 +52,36 @@ def tickets(user_text: str = "") -> dict[str, str]:
     return {"T1": f"ticket T1: card {SECRET} on file, blender broken", "T2": "ticket T2: kettle leaks"}
 
 
-def build(home: Path, *, sandbox: str = "local", summarize: bool = False, encrypted: bool = False):
-    """(u, agent, close) on ``home``: files langgraph.sqlite and store.sqlite there."""
-    u = Unsee(home=home, sandbox=sandbox)
-    lg = sqlite3.connect(home / "langgraph.sqlite", check_same_thread=False)
-    st = sqlite3.connect(home / "store.sqlite", check_same_thread=False, isolation_level=None)
-    inner_store = SqliteStore(st)
+def build(home: Path, *, sandbox: str = "local", summarize: bool = False, encrypted: bool = False,
+          pg_url: str | None = None):
+    """(u, agent, close) on ``home``: files langgraph.sqlite and store.sqlite there; with ``pg_url``
+    unsee's records, LangGraph's PostgresSaver and PostgresStore all in that database."""
+    u = Unsee(home=home, sandbox=sandbox, store=pg_url)
+    if pg_url:
+        import psycopg
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from langgraph.store.postgres import PostgresStore
+        from psycopg.rows import dict_row
+
+        def connect():
+            return psycopg.connect(pg_url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+        lg, st = connect(), connect()
+        inner_store = PostgresStore(st)
+
+        def make_saver(serde=None):
+            saver = PostgresSaver(lg, serde=serde)
+            saver.setup()
+            return saver
+    else:
+        lg = sqlite3.connect(home / "langgraph.sqlite", check_same_thread=False)
+        st = sqlite3.connect(home / "store.sqlite", check_same_thread=False, isolation_level=None)
+        inner_store = SqliteStore(st)
+
+        def make_saver(serde=None):
+            return SqliteSaver(lg, serde=serde)
     inner_store.setup()
     store = u.recorded_store(inner_store)
-    saver = u.encrypted(lambda serde: SqliteSaver(lg, serde=serde)) if encrypted else SqliteSaver(lg)
+    saver = u.encrypted(make_saver) if encrypted else make_saver()
 
     @u.tool(effect="read")
     def lookup(ticket: str) -> str:

@@ -3,6 +3,8 @@
 Process A runs the agent (a slow tool, or a run started while a forget replays);
 process B runs ``unsee forget ... --agent``. Whatever the order, the committed
 state never holds the target afterwards, and A's run never writes it back.
+Each test runs on the embedded default (SQLite files in the home, SqliteSaver)
+and on PostgreSQL (unsee's store and leases, LangGraph's PostgresSaver).
 """
 
 from __future__ import annotations
@@ -57,9 +59,19 @@ AGENT = textwrap.dedent('''
             time.sleep(float(os.environ.get("SLOW_TOOL", "0")))
             return f"ticket {ticket}: fine"
 
-        conn = sqlite3.connect(Path(home) / "lg.sqlite", check_same_thread=False)
         return create_agent(ScriptedChatModel(policy=policy), [lookup, slow], system_prompt="support",
-                            middleware=[u.middleware()], checkpointer=SqliteSaver(conn))
+                            middleware=[u.middleware()], checkpointer=saver(home))
+
+    def saver(home):
+        url = os.environ.get("UNSEE_STORE")
+        if url:  # PostgreSQL: LangGraph's checkpoints in the same database as unsee's records
+            import psycopg
+            from psycopg.rows import dict_row
+            from langgraph.checkpoint.postgres import PostgresSaver
+            s = PostgresSaver(psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row))
+            s.setup()
+            return s
+        return SqliteSaver(sqlite3.connect(Path(home) / "lg.sqlite", check_same_thread=False))
 
     def say(text):
         agent = factory()
@@ -75,11 +87,14 @@ AGENT = textwrap.dedent('''
 ''')
 
 
-@pytest.fixture
-def world(tmp_path):
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def world(tmp_path, request):
     (tmp_path / "xagent.py").write_text(AGENT)
     home = tmp_path / "home"
     env = {**os.environ, "UNSEE_HOME": str(home), "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env.pop("UNSEE_STORE", None)
+    if request.param == "postgres":
+        env["UNSEE_STORE"] = request.getfixturevalue("pg_url")
     for text in ("hello", "look up T1", "thanks"):
         res = subprocess.run([sys.executable, str(tmp_path / "xagent.py"), text], env=env, cwd=tmp_path,
                              capture_output=True, text=True, timeout=120)
@@ -87,29 +102,48 @@ def world(tmp_path):
     return tmp_path, home, env
 
 
-def _state(home: Path) -> str:
+def _state(home: Path, env: dict) -> str:
+    """The live LangGraph state of t1, read straight from the checkpointer's database."""
     import sqlite3
 
-    from langgraph.checkpoint.sqlite import SqliteSaver
+    url = env.get("UNSEE_STORE")
+    if url:
+        import psycopg
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
 
-    with sqlite3.connect(home / "lg.sqlite") as conn:
-        snap = SqliteSaver(conn).get_tuple({"configurable": {"thread_id": "t1"}})
-        return repr(snap.checkpoint["channel_values"].get("messages"))
+        with psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn:
+            snap = PostgresSaver(conn).get_tuple({"configurable": {"thread_id": "t1"}})
+    else:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        with sqlite3.connect(home / "lg.sqlite") as conn:
+            snap = SqliteSaver(conn).get_tuple({"configurable": {"thread_id": "t1"}})
+    return repr(snap.checkpoint["channel_values"].get("messages"))
 
 
-def _wait_for_lease(home: Path, kind: str, timeout: float = 60.0) -> None:
+def _wait_for_lease(home: Path, env: dict, kind: str, timeout: float = 60.0) -> None:
     """Until some process holds a ``kind`` lease on t1 (read straight from the lease table)."""
     import sqlite3
 
+    sql = "SELECT 1 FROM leases WHERE session_id='t1' AND kind=? AND holds>0 AND expires_ns>?"
+    url = env.get("UNSEE_STORE")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            with sqlite3.connect(home / "leases.sqlite", timeout=5) as conn:
-                if conn.execute("SELECT 1 FROM leases WHERE session_id='t1' AND kind=? AND holds>0 AND expires_ns>?",
-                                (kind, time.time_ns())).fetchone():
+        args = (kind, time.time_ns())
+        if url:
+            import psycopg
+
+            with psycopg.connect(url) as conn:
+                if conn.execute(sql.replace("?", "%s").replace("leases", "unsee.leases"), args).fetchone():
                     return
-        except sqlite3.OperationalError:
-            pass
+        else:
+            try:
+                with sqlite3.connect(home / "leases.sqlite", timeout=5) as conn:
+                    if conn.execute(sql, args).fetchone():
+                        return
+            except sqlite3.OperationalError:
+                pass
         time.sleep(0.05)
     raise AssertionError(f"no {kind} lease on t1 within {timeout} s")
 
@@ -124,20 +158,20 @@ def test_a_forget_waits_for_a_run_in_another_process(world):
     tmp_path, home, env = world
     run = subprocess.Popen([sys.executable, str(tmp_path / "xagent.py"), "slow T2"], cwd=tmp_path,
                            env={**env, "SLOW_TOOL": "6"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _wait_for_lease(home, "run")  # A is in its run (a 6 s tool call), holding the session's run lease
+    _wait_for_lease(home, env, "run")  # A is in its run (a 6 s tool call), holding the session's run lease
     forget = _forget(tmp_path, env)
     out_run, err_run = run.communicate(timeout=120)
     out, err = forget.communicate(timeout=300)
     assert "RUN-OK" in out_run, out_run + err_run
     assert forget.returncode == 0 and "committed" in out, out + err
-    state = _state(home)
+    state = _state(home, env)
     assert SECRET not in state and "slow T2" in state  # A's turn is kept, and the target is gone
 
 
 def test_a_run_started_during_a_forget_never_writes_the_target_back(world):
     tmp_path, home, env = world
     forget = _forget(tmp_path, env, {"SLOW_MODEL": "1"})
-    _wait_for_lease(home, "forget")  # B has the session (its replay decodes slowly)
+    _wait_for_lease(home, env, "forget")  # B has the session (its replay decodes slowly)
     # A's run would end long after B's commit (a 6 s tool call): without leases it writes the
     # pre-forget state, target included, back over the committed one
     run = subprocess.run([sys.executable, str(tmp_path / "xagent.py"), "slow T2"], cwd=tmp_path,
@@ -146,7 +180,7 @@ def test_a_run_started_during_a_forget_never_writes_the_target_back(world):
     assert forget.returncode == 0, out + err
     # A either waited and ran on the rebuilt state, or was told its state changed: never the target back
     assert "RUN-OK" in run.stdout or "SessionChanged" in run.stdout, run.stdout + run.stderr
-    assert SECRET not in _state(home)
+    assert SECRET not in _state(home, env)
 
 
 def test_a_killed_run_lease_expires(world):
@@ -157,12 +191,12 @@ def test_a_killed_run_lease_expires(world):
     env = {**env, "UNSEE_LEASE_TTL": "2"}
     run = subprocess.Popen([sys.executable, str(tmp_path / "xagent.py"), "slow T2"], cwd=tmp_path,
                            env={**env, "SLOW_TOOL": "60"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _wait_for_lease(home, "run")
+    _wait_for_lease(home, env, "run")
     run.send_signal(signal.SIGKILL)
     run.wait(timeout=30)
     t0 = time.monotonic()
     forget = _forget(tmp_path, env)
     out, err = forget.communicate(timeout=300)
     assert forget.returncode == 0 and "committed" in out, out + err
-    assert SECRET not in _state(home)
+    assert SECRET not in _state(home, env)
     assert time.monotonic() - t0 < 60  # it waited for the lease to lapse (2 s), not for the tool (60 s)

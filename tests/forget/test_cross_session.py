@@ -45,3 +45,18 @@ def test_scope_all_forgets_it_everywhere(tmp_path):
     assert "unrelated" in json.dumps(state_of(agent, store, "D"))  # untouched
     for s in "ABC":
         assert u.audit(s, SECRET).clean
+
+
+def test_b7_equals_b5_in_each_affected_session(tmp_path):
+    """Theorem 1 across sessions: with scope='all', unsee's replay (B7) leaves every affected
+    session as a full reset and replay (B5) does."""
+    states = {}
+    for strategy in ("B7", "B5"):
+        u, agent, store = record(tmp_path, strategy)
+        report = u.forget("A", RevocationEvent(target=SECRET), strategy, scope="all")
+        assert [r.session_id for r in report.also_forgotten] == ["B", "C"]
+        assert all(r.strategy == strategy for r in [report, *report.also_forgotten])
+        states[strategy] = {s: state_of(agent, store, s) for s in "ABCD"}
+        u.close()
+    for s in "ABCD":
+        assert states["B7"][s] == states["B5"][s], s

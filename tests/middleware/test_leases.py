@@ -1,4 +1,5 @@
-"""Session leases: who blocks whom, expiry, re-entrant runs (two LeaseTables = two processes)."""
+"""Session leases: who blocks whom, expiry, re-entrant runs (two LeaseTables = two processes),
+in a SQLite file and in PostgreSQL."""
 
 import time
 
@@ -8,9 +9,27 @@ from unsee.middleware.errors import SessionBusy
 from unsee.middleware.leases import FORGET, RUN, LeaseTable
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def leases(tmp_path, request):
+    """``leases(ttl=None)`` -> a LeaseTable of its own (another owner) on one shared place."""
+    pools = []
+
+    def make(ttl=None):
+        if request.param == "sqlite":
+            return LeaseTable(tmp_path / "leases.sqlite", ttl=ttl)
+        from unsee.middleware.sqldb import PostgresDb, open_pool
+
+        pools.append(open_pool(request.getfixturevalue("pg_url")))
+        return LeaseTable(PostgresDb(pools[-1]), ttl=ttl)
+
+    yield make
+    for pool in pools:
+        pool.close()
+
+
 @pytest.fixture
-def two(tmp_path):
-    a, b = LeaseTable(tmp_path / "leases.sqlite"), LeaseTable(tmp_path / "leases.sqlite")
+def two(leases):
+    a, b = leases(), leases()
     yield a, b
     a.close()
     b.close()
@@ -49,9 +68,8 @@ def test_release_and_wait(two):
     assert a.forgot_since("s", time.time_ns() - 10**9)
 
 
-def test_a_lapsed_lease_is_taken(tmp_path):
-    a = LeaseTable(tmp_path / "l.sqlite", ttl=0.3)
-    b = LeaseTable(tmp_path / "l.sqlite", ttl=0.3)
+def test_a_lapsed_lease_is_taken(leases):
+    a, b = leases(ttl=0.3), leases(ttl=0.3)
     a.try_acquire("s", RUN)
     a._stop.set()  # the holder stops renewing (it died)
     t0 = time.monotonic()
@@ -60,9 +78,8 @@ def test_a_lapsed_lease_is_taken(tmp_path):
     b.close()
 
 
-def test_a_held_lease_is_renewed(tmp_path):
-    a = LeaseTable(tmp_path / "l.sqlite", ttl=0.3)
-    b = LeaseTable(tmp_path / "l.sqlite", ttl=0.3)
+def test_a_held_lease_is_renewed(leases):
+    a, b = leases(ttl=0.3), leases(ttl=0.3)
     a.acquire("s", RUN)
     time.sleep(1.0)  # three ttls: the heartbeat kept it
     assert not b.try_acquire("s", FORGET)
