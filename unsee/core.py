@@ -507,7 +507,7 @@ class Unsee:
                 self.tracer_provider.shutdown()
         except Exception:
             log.debug("tracer provider shutdown failed", exc_info=True)
+        self.recorder.leases.close()  # before the store: on PostgreSQL they share its pool
         self.store.close()
-        self.recorder.leases.close()
         if self._keystore is not None:
             self._keystore.close()
