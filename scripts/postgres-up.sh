@@ -15,7 +15,10 @@
 
 _unsee_pg_up() {
   local bin dir as=()
-  bin="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)"
+  _unsee_pg_bin() {  # the newest server's bin dir (the client package alone has no initdb)
+    local f; f="$(ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -1)"; [ -n "$f" ] && dirname "$f"
+  }
+  bin="$(_unsee_pg_bin)"
   if [ -z "$bin" ]; then
     if [ "$(id -u)" != "0" ]; then
       echo "postgres-up: no PostgreSQL server installed and not root; PostgreSQL tests will be skipped" >&2
@@ -24,7 +27,8 @@ _unsee_pg_up() {
     echo "postgres-up: installing postgresql" >&2
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; } >&2 || {
       echo "postgres-up: could not install postgresql" >&2; return 1; }
-    bin="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)"
+    bin="$(_unsee_pg_bin)"
+    [ -n "$bin" ] || { echo "postgres-up: postgresql installed, but no initdb found" >&2; return 1; }
   fi
   dir="$(mktemp -d /tmp/unsee-pg.XXXXXX)" || return 1
   chmod 755 "$dir"
