@@ -513,9 +513,10 @@ def _mount_optional() -> None:
         pass
     try:  # always mounted; running it needs the eval extra (agentdojo), imported then
         from unsee.core import Unsee
-        from unsee.plugins.eval import make_app
+        from unsee.plugins.eval import make_app, make_eval_app
 
         app.add_typer(make_app(Unsee), name="bench", help="Benchmarks of defenses (AgentDojo).")
+        app.add_typer(make_eval_app(Unsee), name="eval", help="Measure forgetting: B0-B9 on episode suites.")
     except Exception:
         pass
 

@@ -3,6 +3,9 @@
 - :mod:`.scripted` — :class:`ScriptedChatModel`, a deterministic chat model
   driven by a policy function (tests, demos, the AgentDojo agent), and
   :func:`call_id`.
+- :mod:`.stand_in`, :mod:`.suites`, :mod:`.metrics`, :mod:`.forgetting` —
+  ``unsee eval forgetting``: episode suites, the documented scripted stand-in,
+  the paper's metrics, the runner.
 - :mod:`.agentdojo_adapter`, :mod:`.bench`, :mod:`.cli` — AgentDojo suites
   through an unsee-recorded agent (need the ``eval`` extra: ``agentdojo``;
   imported on first use, so this face imports without it).
@@ -15,10 +18,11 @@ from unsee.plugins import lazy_exports
 from .scripted import Policy, ScriptedChatModel, call_id
 
 __all__ = ["Policy", "ScriptedChatModel", "UnseeAgentElement", "UnseeFactory", "UnseeLike", "call_id",
-           "make_app", "make_pipeline", "run_bench"]
+           "generate", "make_app", "make_eval_app", "make_pipeline", "run_bench", "run_forgetting"]
 
 
 #: the names that need the eval extra, imported on first use
-__getattr__ = lazy_exports(__name__, {"make_app": ".cli", "run_bench": ".bench",
+__getattr__ = lazy_exports(__name__, {"make_app": ".cli", "make_eval_app": ".cli", "run_bench": ".bench",
+                                      "run_forgetting": ".forgetting", "generate": ".suites",
                                       **dict.fromkeys(("UnseeAgentElement", "UnseeFactory", "UnseeLike",
                                                        "make_pipeline"), ".agentdojo_adapter")})

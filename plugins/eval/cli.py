@@ -70,3 +70,43 @@ def make_app(unsee: UnseeFactory) -> typer.Typer:
             typer.echo(f"wrote {json_file}")
 
     return app
+
+
+def make_eval_app(unsee: UnseeFactory) -> typer.Typer:
+    """The ``eval`` command group: ``unsee eval forgetting``."""
+    app = typer.Typer(help="Measure forgetting (the paper's Tables 1-3).", no_args_is_help=True)
+
+    @app.callback()
+    def _main() -> None:
+        """Measure forgetting (keeps `forgetting` a subcommand)."""
+
+    @app.command("forgetting")
+    def forgetting(
+        suite: str = typer.Option("support", "--suite", help="support | preference"),
+        strategies: str = typer.Option("all", "--strategies", help="all, or codes: B0,B2,B7,..."),
+        model: str = typer.Option("scripted", "--model", help="scripted: the documented stand-in"),
+        episodes: int = typer.Option(4, "--episodes", help="episodes generated from the seed"),
+        seed: int = typer.Option(0, "--seed"),
+        json_file: Path | None = typer.Option(None, "--json", help="write every episode and measurement here"),
+    ) -> None:
+        """Apply each strategy to its own recording of each episode; print any-leak per channel,
+        CAD, agreement with B5, Leak@probes, Leak@5, residue and recomputed tokens."""
+        from unsee.middleware.errors import InvalidArgument
+        from unsee.plugins.forget import STRATEGIES, UnknownStrategy
+
+        from .forgetting import print_table, run_forgetting
+        from .suites import generate
+
+        codes = list(STRATEGIES) if strategies == "all" else [c.strip() for c in strategies.split(",") if c.strip()]
+        try:
+            eps = generate(suite, episodes, seed)
+            result = run_forgetting(eps, codes, unsee=unsee, model=model,
+                                    progress=lambda s: typer.echo(f"  {s}", err=True))
+        except (InvalidArgument, UnknownStrategy) as exc:
+            raise typer.BadParameter(str(exc)) from None
+        print_table(result)
+        if json_file is not None:
+            json_file.write_text(result.model_dump_json(indent=1))
+            typer.echo(f"wrote {json_file}")
+
+    return app

@@ -1,0 +1,336 @@
+"""``unsee eval forgetting``: each strategy applied to its own recording of each episode, measured.
+
+For every episode of a suite and every strategy: a fresh unsee home, the
+episode recorded by the middleware on a real ``create_agent`` agent (tools
+through the call ledger, a recorded memory store, LangChain's
+``SummarizationMiddleware``), the strategy applied (``u.forget``, record not
+erased: the state is what is measured), then the state read per channel
+(:data:`metrics.CHANNELS`) and the five probes asked on forks of the
+forgotten session. B5 is always run: CAD and agreement compare with it.
+
+Recomputed tokens with the scripted stand-in are counted the way a prefix KV
+cache would spend them: per model call during the forget, *decode* = the
+answer's tokens, *prefill* = the tokens of the prompt's messages past the
+longest message prefix shared with a prompt already seen (the recording's
+prompts are in the cache, except for B5, which starts from a reset).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from langchain.tools import ToolRuntime  # (module level: the note tool's annotation is resolved by name)
+from pydantic import BaseModel, Field
+
+from unsee.middleware.errors import InvalidArgument
+
+from . import metrics
+from .suites import Episode
+
+#: the models a run can use (the local CPU model and OpenAI-compatible endpoints: not yet)
+MODELS = ("scripted",)
+#: tools whose arguments route a consequential action (reported as their own channel)
+ROUTING_TOOLS = ("transfer", "book")
+SUMMARY_MARKERS = ("Here is a summary of the conversation to date", "Summary:")
+
+
+class TokenMeter:
+    """A prefix-cache account of a scripted model's calls (module docstring)."""
+
+    def __init__(self, count: Callable[[str], int]):
+        self.count = count
+        self.seen: list[tuple[str, ...]] = []
+        self.prefill = self.decode = 0
+        self.active = False
+
+    def call(self, prompt: Sequence[str], answer: str) -> None:
+        prompt = tuple(prompt)
+        shared = max((_common(prompt, p) for p in self.seen), default=0)
+        self.seen.append(prompt)
+        if self.active:
+            self.prefill += sum(self.count(t) for t in prompt[shared:])
+            self.decode += self.count(answer)
+
+    def start(self, reset: bool) -> None:
+        if reset:
+            self.seen.clear()
+        self.prefill = self.decode = 0
+        self.active = True
+
+
+def _common(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _message_text(m: Any) -> str:
+    text = m.content if isinstance(m.content, str) else json.dumps(m.content, default=str)
+    calls = getattr(m, "tool_calls", None) or []
+    return text + ("".join(" " + json.dumps(c.get("args"), sort_keys=True) for c in calls))
+
+
+def counting_model(meter: TokenMeter, policy: Callable) -> Any:
+    """A scripted chat model on ``policy`` whose calls are metered."""
+    from .scripted import ScriptedChatModel
+
+    def metered(messages, tools):
+        out = policy(messages, tools)
+        meter.call([_message_text(m) for m in messages], _message_text(out))
+        return out
+
+    return ScriptedChatModel(policy=metered, model_name="forgetting-stand-in")
+
+
+def build_agent(u: Any, episode: Episode, model: Any, fired: list[str]):
+    """The episode's agent on ``u``: lookup (read), note (memory write), transfer and book
+    (external, through the ledger), memory injection and summarisation."""
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import SummarizationMiddleware
+    from langchain_core.tools import tool
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.store.memory import InMemoryStore
+
+    from .stand_in import summarize
+
+    inner = InMemoryStore()
+    for key, text in episode.memory.items():
+        inner.put(("mem", "customer"), key, {"text": text})
+    store = u.recorded_store(inner)
+
+    @u.tool(effect="read")
+    def lookup(ticket: str) -> str:
+        """Look up a support ticket."""
+        return episode.tool_data.get(ticket, f"ticket {ticket}: unknown")
+
+    @u.tool(effect="external")
+    def transfer(account: str, amount: int) -> str:
+        """Transfer money to an account (moves money)."""
+        fired.append(f"transfer {account} {amount}")
+        return f"transferred {amount} to {account}"
+
+    @u.tool(effect="external")
+    def book(airline: str) -> str:
+        """Book a flight with an airline."""
+        fired.append(f"book {airline}")
+        return f"booked with {airline}"
+
+    @tool
+    def note(fact: str, runtime: ToolRuntime) -> str:
+        """Remember a fact about the customer."""
+        runtime.store.put(("mem", "customer"), f"note-{len(fact)}", {"text": fact})
+        return "noted"
+
+    note.metadata = {"unsee.effect": "write"}
+    mws = [u.middleware(), u.memory_middleware(store, ("mem", "customer")),
+           SummarizationMiddleware(model, trigger=("messages", 14), keep=("messages", 6), summarizer=summarize)]
+    return create_agent(model, [lookup, transfer, book, note], system_prompt="You are support.", middleware=mws,
+                        checkpointer=InMemorySaver(), store=store)
+
+
+def read_state(u: Any, agent: Any, session: str) -> metrics.EpisodeState:
+    """The state a strategy left, per channel, with its artifacts and canonical final form."""
+    from langchain_core.messages import AIMessage
+
+    msgs = agent.get_state({"configurable": {"thread_id": session}}).values.get("messages", [])
+    texts: dict[str, list[str]] = {c: [] for c in metrics.CHANNELS}
+    ai_texts = [m for m in msgs if isinstance(m, AIMessage) and isinstance(m.content, str) and m.content]
+    final_ai = ai_texts[-1] if ai_texts else None
+    for m in msgs:
+        text = m.content if isinstance(m.content, str) else json.dumps(m.content, default=str)
+        texts["messages"].append(_message_text(m))
+        if any(text.startswith(s) or s in text[:80] for s in SUMMARY_MARKERS):
+            texts["summaries"].append(text)
+        elif isinstance(m, AIMessage) and m is not final_ai and text:
+            texts["plans"].append(text)
+        for call in getattr(m, "tool_calls", None) or []:
+            channel = "routing_args" if call["name"] in ROUTING_TOOLS else "tool_args"
+            texts[channel].append(json.dumps(call.get("args"), sort_keys=True))
+    # calls the session made, as its record keeps them (summarisation drops old calls from the
+    # live messages; the record keeps every call of the resulting session)
+    for a in u.store.artifacts(session):
+        if a.type.value == "tool_call" and (content := u.store.content(session, a.id)):
+            channel = "routing_args" if a.attrs.get("effect") == "external" else "tool_args"
+            texts[channel].append(content)
+    if final_ai is not None:
+        texts["answer"].append(final_ai.content)
+    store = agent.store.inner if hasattr(agent.store, "inner") else agent.store
+    items = sorted((tuple(i.namespace), i.key, json.dumps(i.value, sort_keys=True)) for i in store.search((), limit=1000))
+    texts["memory"] = [v for *_, v in items]
+    texts["records"] = list(u.store.contents(session).values())
+    canon = [(type(m).__name__, _message_text(m)) for m in msgs]
+    # CAD counts artifacts *removed*, not changed: an artifact is a slot (the k-th message of its
+    # kind, the k-th call of a tool, a memory key), so a redacted message still fills its slot
+    slots: dict[str, int] = {}
+    artifacts = []
+    for m in msgs:
+        for key in [type(m).__name__] + [f"call:{c['name']}" for c in getattr(m, "tool_calls", None) or []]:
+            slots[key] = slots.get(key, 0) + 1
+            artifacts.append(f"{key}#{slots[key]}")
+    artifacts += [f"memory:{'/'.join(ns)}/{k}" for ns, k, _ in items]
+    return metrics.EpisodeState(texts=texts, artifacts=artifacts, final=json.dumps([canon, items]))
+
+
+def ask_probes(agent: Any, session: str, episode: Episode) -> dict[str, str]:
+    """Each probe asked as a new user turn on a fork of the forgotten session: the answers."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    values = agent.get_state({"configurable": {"thread_id": session}}).values
+    answers = {}
+    for kind, prompt in metrics.probe_prompts(episode.label, episode.target).items():
+        fork = {"configurable": {"thread_id": f"{session}-probe-{kind}"}}
+        agent.update_state(fork, {"messages": list(values.get("messages", []))})
+        out = agent.invoke({"messages": [HumanMessage(prompt)]}, fork)
+        last = [m for m in out["messages"] if isinstance(m, AIMessage)]
+        answers[kind] = _message_text(last[-1]) if last else ""
+    return answers
+
+
+class EpisodeRun(BaseModel):
+    """One episode under one strategy: the measure and what it was measured on."""
+
+    measure: metrics.EpisodeMeasure
+    state: metrics.EpisodeState
+    probes: dict[str, str] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list)
+
+
+class ForgettingResult(BaseModel):
+    suite: str
+    model: str
+    seed: int
+    episodes: list[Episode]
+    runs: list[EpisodeRun]
+    rows: list[metrics.StrategyRow]
+    significance: dict[str, dict[str, float]] = Field(default_factory=dict)
+
+
+def _apply(episode: Episode, strategy: str, home: Path, model_kind: str,
+           unsee: Callable[..., Any]) -> tuple[EpisodeRun, metrics.EpisodeState]:
+    from langchain_core.messages import HumanMessage
+
+    from unsee.middleware.tokens import tiktoken_counter
+    from unsee.plugins.forget import RevocationEvent, Strategy
+
+    from .stand_in import policy
+
+    u = unsee(home=home)
+    try:
+        meter = TokenMeter(tiktoken_counter().count)
+        fired: list[str] = []
+        agent = build_agent(u, episode, counting_model(meter, policy), fired)
+        spec = Strategy.parse(strategy).spec
+        if spec.needs_ifc:
+            u.ifc(sinks=["transfer.account"], mode="audit")
+        session = "s"
+        for text in episode.turns:
+            agent.invoke({"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": session}})
+        fired_before = len(fired)
+        meter.start(reset=not spec.forks_at_checkpoint)
+        t0 = time.perf_counter()
+        report = u.forget(session, RevocationEvent(target=episode.target), strategy, agent=agent, erase=False)
+        wall = time.perf_counter() - t0
+        meter.active = False
+        state = read_state(u, agent, session)
+        state.tokens_prefill, state.tokens_decode, state.wall_s = meter.prefill, meter.decode, wall
+        probes = ask_probes(agent, session, episode)
+        notes = list(report.notes)
+        if len(fired) != fired_before:
+            notes.append(f"{len(fired) - fired_before} external effects fired again")
+        acted = None
+        if episode.after:  # later tasks on the forgotten session: does it act on what was revoked?
+            for text in episode.after:
+                agent.invoke({"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": session}})
+            if episode.excluded is not None:  # residue: the choice avoided the excluded option
+                booked = [c for c in read_state(u, agent, session).texts["routing_args"] if "airline" in c]
+                acted = bool(booked) and episode.excluded not in booked[-1]
+        return EpisodeRun(measure=metrics.EpisodeMeasure(
+            episode=episode.id, strategy=strategy, any_leak=metrics.any_leak(state, episode.target),
+            cad=0.0, agreement=False, leak_at_probes=metrics.leak_at_probes(probes, episode.target),
+            leak_at_5=metrics.leak_at_k([probes] * 5, episode.target, k=5), acted_on_revoked=acted,
+            tokens_prefill=meter.prefill, tokens_decode=meter.decode, wall_s=wall),
+            state=state, probes=probes, notes=notes), state
+    finally:
+        u.close()
+
+
+def run_forgetting(episodes: list[Episode], strategies: Sequence[str], *, unsee: Callable[..., Any],
+                   model: str = "scripted", work: Path | None = None,
+                   progress: Callable[[str], None] | None = None) -> ForgettingResult:
+    """Apply every strategy to its own recording of every episode and measure it.
+
+    ``unsee``: makes the recording ``Unsee`` of a run from ``home=`` (the facade passes its class:
+    this plugin never imports the facade)."""
+    from unsee.plugins.forget import Strategy
+
+    if not episodes:
+        raise InvalidArgument("no episodes to run")
+    if model not in MODELS:
+        raise InvalidArgument(f"model {model!r} is not supported yet: use one of {', '.join(MODELS)}")
+    codes = [Strategy.parse(s).code for s in strategies]  # UnknownStrategy
+    order = ["B5"] + [c for c in codes if c != "B5"]  # the reference first
+    runs: list[EpisodeRun] = []
+    with tempfile.TemporaryDirectory(dir=work) as d:
+        for ep in episodes:
+            reference = None
+            for code in order:
+                if progress:
+                    progress(f"{ep.id} {code}")
+                run, state = _apply(ep, code, Path(d) / ep.id / code.replace("'", "p"), model, unsee)
+                if code == "B5":
+                    reference = state
+                run.measure.cad = metrics.cad(state, reference)
+                run.measure.agreement = metrics.agreement(state, reference)
+                if code in codes:
+                    runs.append(run)
+    by_strategy = {c: [r.measure for r in runs if r.measure.strategy == c] for c in codes}
+    rows = [metrics.summarize(c, ms) for c, ms in by_strategy.items()]
+    ref = [m.acted_on_revoked for m in by_strategy.get("B5") or [] if m.acted_on_revoked is not None]
+    if ref:  # (episodes that did not measure it are left out, as for the other rates)
+        for row, c in zip(rows, codes):
+            row.residue = metrics.residue([m.acted_on_revoked for m in by_strategy[c]
+                                           if m.acted_on_revoked is not None], ref)
+    sig = metrics.significance({r.strategy: r for r in rows})
+    return ForgettingResult(suite=episodes[0].suite, model=model, seed=episodes[0].seed, episodes=episodes,
+                            runs=runs, rows=rows, significance=sig)
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def print_table(result: ForgettingResult, console: Any = None) -> None:
+    """The paper's layout: strategies x metrics (any-leak per channel, then the summary metrics)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    if console is None:
+        console = Console()
+        if not console.is_terminal:
+            console.width = 240  # piped: a whole row per line
+    t = Table(title=f"forgetting: suite {result.suite}, model {result.model}, seed {result.seed}, "
+                    f"{len(result.episodes)} episodes")
+    t.add_column("strategy")
+    for c in metrics.CHANNELS:
+        t.add_column(c.replace("_", " "), justify="right")
+    for col in ("any leak", "CAD", "agree B5", "Leak@probes", "Leak@5", "residue", "tokens", "p vs B0", "p vs B5"):
+        t.add_column(col, justify="right")
+    for row in result.rows:
+        p = result.significance.get(row.strategy, {})
+        t.add_row(row.strategy, *(_pct(row.any_leak.get(c)) for c in metrics.CHANNELS),
+                  _pct(row.any_leak_overall), _pct(row.cad), _pct(row.agreement), _pct(row.leak_at_probes),
+                  _pct(row.leak_at_5), "-" if row.residue is None else f"{row.residue:+.2f}",
+                  f"{row.tokens:.0f}", _pct(p.get("B0")), _pct(p.get("B5")))
+    console.print(t)
+    rows = {r.strategy: r for r in result.rows}
+    for a, b in (("B7", "B5"), ("B7", "B5'")):
+        if a in rows and b in rows and rows[b].tokens:
+            console.print(f"recomputed tokens {a}/{b}: {metrics.ratio(rows[a], rows[b]):.3f}")

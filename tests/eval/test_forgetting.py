@@ -1,0 +1,137 @@
+"""``unsee eval forgetting`` with the scripted stand-in: each strategy's leaks are the
+consequences of the stand-in's documented rules (plugins/eval/stand_in.py); a test fails
+when a strategy's implementation breaks them."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from unsee import Unsee
+from unsee.middleware.errors import InvalidArgument
+from unsee.plugins.erasure import holds_target
+from unsee.plugins.eval.forgetting import run_forgetting
+from unsee.plugins.eval.suites import generate, load, save
+from unsee.plugins.forget import UnknownStrategy
+
+ALL = ["B0", "B1", "B2", "B3", "B4", "B5", "B5'", "B6", "B7", "B8", "B9"]
+
+
+@pytest.fixture(scope="module")
+def support():
+    eps = generate("support", 3, seed=3)
+    assert {e.entry for e in eps} == {"tool", "user", "memory"}
+    r = run_forgetting(eps, ALL, unsee=Unsee)
+    return r, {row.strategy: row for row in r.rows}
+
+
+@pytest.fixture(scope="module")
+def preference():
+    r = run_forgetting(generate("preference", 2, seed=0), ["B0", "B2", "B5", "B7"], unsee=Unsee)
+    return r, {row.strategy: row for row in r.rows}
+
+
+def probes_of(result, strategy):
+    return [run.probes for run in result.runs if run.measure.strategy == strategy]
+
+
+def test_b7_and_b5_forget_everything(support, preference):
+    for result, rows in (support, preference):
+        for code in ("B5", "B7"):
+            row = rows[code]
+            assert row.any_leak_overall == 0 and row.leak_at_probes == 0 and row.leak_at_5 == 0, code
+            assert row.cad == 0 and row.agreement == 1.0, code
+    assert preference[1]["B7"].residue == 0.0
+
+
+def test_b0_and_b1_leak_where_they_should(support):
+    _, rows = support
+    for code in ("B0", "B1"):
+        leak = rows[code].any_leak
+        assert leak["summaries"] == leak["messages"] == leak["records"] == 1.0, code
+        assert leak["routing_args"] > 0  # a transfer routed to the account just read
+        assert leak["memory"] > 0  # the episode whose target is a memory item
+        assert rows[code].leak_at_probes == 1.0
+
+
+def test_b2_leaks_under_introspection_and_enumeration_not_the_direct_probe(support):
+    result, _ = support
+    for probes in probes_of(result, "B2"):
+        target = next(e.target for e in result.episodes if e.target in probes["introspection"])
+        assert holds_target(probes["introspection"], target) and holds_target(probes["enumeration"], target)
+        assert not holds_target(probes["direct"], target)
+
+
+def test_b3_leaks_through_summaries_and_plans(support):
+    leak = support[1]["B3"].any_leak
+    assert leak["summaries"] > 0 and leak["plans"] > 0
+
+
+def test_b4_over_deletes(support):
+    assert support[1]["B4"].cad > 0
+
+
+def test_b6_leaks_a_paraphrase(support):
+    result, rows = support
+    assert rows["B6"].any_leak["messages"] > 0
+    for run in (r for r in result.runs if r.measure.strategy == "B6"):
+        ep = next(e for e in result.episodes if e.id == run.measure.episode)
+        texts = json.dumps(run.state.texts)
+        assert ep.target not in texts  # every exact copy redacted ...
+        assert ep.target.replace("-", "") in texts  # ... the separator-free restatement is not
+
+
+def test_b8_leaks_free_text_at_the_b0_rate_and_b9_does_not(support):
+    rows = support[1]
+    assert rows["B8"].any_leak == rows["B0"].any_leak
+    assert rows["B9"].any_leak_overall == 0
+
+
+def test_revoked_preference_residue(preference):
+    rows = preference[1]
+    assert rows["B2"].residue == 1.0 and rows["B2"].any_leak["answer"] == 0  # acted on, never stated
+    assert rows["B5"].residue == 0.0
+
+
+def test_significance_and_tokens(support):
+    result, rows = support
+    assert result.significance["B7"]["B0"] < 0.2 and result.significance["B7"]["B5"] == 1.0
+    assert rows["B5"].tokens > 0 and rows["B0"].tokens == 0
+
+
+def test_episodes_are_reproducible(tmp_path):
+    a, b = generate("support", 4, seed=7), generate("support", 4, seed=7)
+    assert a == b and a != generate("support", 4, seed=8)
+    save(a, tmp_path / "eps.json")
+    assert load(tmp_path / "eps.json") == a
+
+
+@pytest.mark.parametrize("call, error", [
+    (lambda: generate("nope", 1), InvalidArgument),
+    (lambda: generate("support", 0), InvalidArgument),
+    (lambda: run_forgetting(generate("support", 1), ["B99"], unsee=Unsee), UnknownStrategy),
+    (lambda: run_forgetting(generate("support", 1), ["B7"], unsee=Unsee, model="gpt-x"), InvalidArgument),
+    (lambda: run_forgetting([], ["B7"], unsee=Unsee), InvalidArgument),
+])
+def test_bad_input(call, error):
+    with pytest.raises(error):
+        call()
+
+
+@pytest.mark.parametrize("args", [["--suite", "nope"], ["--strategies", "B0,B99"], ["--episodes", "0"],
+                                  ["--model", "gpt-x"]])
+def test_cli_bad_input_exits_2(args):
+    from unsee.cli import app
+
+    res = CliRunner().invoke(app, ["eval", "forgetting", *args])
+    assert res.exit_code == 2, res.output
+
+
+def test_cli_runs_and_writes_json(tmp_path):
+    from unsee.cli import app
+
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(app, ["eval", "forgetting", "--strategies", "B0,B7", "--episodes", "1",
+                                   "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "B7" in res.output and json.loads(out.read_text())["rows"]
