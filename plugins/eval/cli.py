@@ -88,13 +88,14 @@ def make_eval_app(unsee: UnseeFactory) -> typer.Typer:
         episodes: int = typer.Option(4, "--episodes", help="episodes generated from the seed"),
         seed: int = typer.Option(0, "--seed"),
         json_file: Path | None = typer.Option(None, "--json", help="write every episode and measurement here"),
+        plot_file: Path | None = typer.Option(None, "--plot", help="write a PNG: leaks and tokens per strategy"),
     ) -> None:
         """Apply each strategy to its own recording of each episode; print any-leak per channel,
         CAD, agreement with B5, Leak@probes, Leak@5, residue and recomputed tokens."""
         from unsee.middleware.errors import InvalidArgument
         from unsee.plugins.forget import STRATEGIES, UnknownStrategy
 
-        from .forgetting import print_table, run_forgetting
+        from .forgetting import plot, print_table, run_forgetting
         from .suites import generate
 
         codes = list(STRATEGIES) if strategies == "all" else [c.strip() for c in strategies.split(",") if c.strip()]
@@ -108,5 +109,8 @@ def make_eval_app(unsee: UnseeFactory) -> typer.Typer:
         if json_file is not None:
             json_file.write_text(result.model_dump_json(indent=1))
             typer.echo(f"wrote {json_file}")
+        if plot_file is not None:
+            plot(result, plot_file)
+            typer.echo(f"wrote {plot_file}")
 
     return app

@@ -334,3 +334,28 @@ def print_table(result: ForgettingResult, console: Any = None) -> None:
     for a, b in (("B7", "B5"), ("B7", "B5'")):
         if a in rows and b in rows and rows[b].tokens:
             console.print(f"recomputed tokens {a}/{b}: {metrics.ratio(rows[a], rows[b]):.3f}")
+
+
+def plot(result: ForgettingResult, path: Path) -> None:
+    """A PNG: any-leak and Leak@probes per strategy (bars), recomputed tokens per strategy
+    (needs matplotlib: the ``bench`` extra)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display
+    import matplotlib.pyplot as plt
+
+    codes = [r.strategy for r in result.rows]
+    x = range(len(codes))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    a.bar([i - 0.2 for i in x], [r.any_leak_overall for r in result.rows], 0.4, label="any leak")
+    a.bar([i + 0.2 for i in x], [r.leak_at_probes or 0 for r in result.rows], 0.4, label="Leak@probes")
+    a.set_xticks(list(x), codes)
+    a.set_ylim(0, 1.05)
+    a.set_title(f"leaks ({result.suite}, {result.model}, {len(result.episodes)} episodes)")
+    a.legend()
+    b.bar(list(x), [r.tokens for r in result.rows])
+    b.set_xticks(list(x), codes)
+    b.set_title("recomputed tokens per episode (prefill + decode)")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

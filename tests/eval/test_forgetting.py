@@ -130,8 +130,9 @@ def test_cli_bad_input_exits_2(args):
 def test_cli_runs_and_writes_json(tmp_path):
     from unsee.cli import app
 
-    out = tmp_path / "r.json"
+    out, png = tmp_path / "r.json", tmp_path / "r.png"
     res = CliRunner().invoke(app, ["eval", "forgetting", "--strategies", "B0,B7", "--episodes", "1",
-                                   "--json", str(out)])
+                                   "--json", str(out), "--plot", str(png)])
     assert res.exit_code == 0, res.output
     assert "B7" in res.output and json.loads(out.read_text())["rows"]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
