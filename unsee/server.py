@@ -20,9 +20,10 @@ compared in constant time). ``GET /v1/health`` says the server is up. Answers:
 - 405 (with ``Allow``): a known path with another method.
 - 409: target ambiguous, recording incomplete, session busy.
 - 501: a transfer coding other than chunked.
-- 503: no agent to replay through; the store unreachable, or a commit interrupted
-  by it (journaled: posting the same event again finishes it); 500: anything
-  else (logged).
+- 503: no agent to replay through; the store or the Docker daemon unreachable,
+  a replay recorded incompletely because of it (nothing committed), or a commit
+  interrupted by it (journaled: posting the same event again finishes it);
+  500: anything else (logged).
 
 Answers given without reading the body close the connection; ``100 Continue``
 is sent only once the body is wanted. A client that disconnects mid-request
@@ -43,7 +44,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from unsee.jsonhttp import JSONHandler, JSONServer
 from unsee.middleware.errors import (AmbiguousTarget, IncompleteSession, InvalidArgument, SessionBusy,
                                      SessionNotFound, StoreUnavailable, TargetNotFound)
-from unsee.plugins.forget import AgentUnknown, CommitInterrupted, RevocationEvent, Strategy, UnknownStrategy
+from unsee.plugins.forget import (AgentUnknown, CommitInterrupted, ReplayIncomplete, RevocationEvent, Strategy,
+                                  UnknownStrategy)
+from unsee.sandbox.errors import DaemonLost
 
 log = logging.getLogger("unsee.server")
 MAX_BODY = 1 << 20
@@ -62,7 +65,8 @@ _STATUS = [
     ((SessionNotFound, TargetNotFound), HTTPStatus.NOT_FOUND),
     ((AmbiguousTarget, IncompleteSession, SessionBusy), HTTPStatus.CONFLICT),
     ((UnknownStrategy, InvalidArgument, NotImplementedError), HTTPStatus.UNPROCESSABLE_ENTITY),
-    ((AgentUnknown, StoreUnavailable, CommitInterrupted), HTTPStatus.SERVICE_UNAVAILABLE),
+    ((AgentUnknown, StoreUnavailable, CommitInterrupted, ReplayIncomplete, DaemonLost),
+     HTTPStatus.SERVICE_UNAVAILABLE),
 ]
 
 

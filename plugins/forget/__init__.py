@@ -45,6 +45,7 @@ _EXPORTS = {
     "UnknownStrategy": ".errors",
     "InjectedCrash": ".errors",
     "CommitInterrupted": ".errors",
+    "ReplayIncomplete": ".errors",
     "crash_at": ".faults",
     "Spread": ".spread",
     "find_spread": ".spread",

@@ -24,6 +24,27 @@ class InjectedCrash(UnseeError, RuntimeError):
     """Raised by the crash-injection test hook at a named step."""
 
 
+class ReplayIncomplete(UnseeError, RuntimeError):
+    """The replay's own recording failed part-way, so it is not committed.
+
+    The recorder never stops a run for a recording failure (e.g. a turn's sandbox snapshot
+    while the Docker daemon is away): it counts it and marks the session incomplete. For a
+    replay's scratch thread that mark would be lost by the commit (the scratch records become
+    the session's, marked complete), leaving the session with checkpoints that silently lack
+    their sandbox snapshots. Nothing was begun: the old state is intact; run the forget again
+    once the service is back (the recorder's log says what failed)."""
+
+    def __init__(self, session_id: str, event_id: str, failures: int):
+        super().__init__(
+            f"the replay of forget {event_id} on session {session_id!r} was recorded incompletely "
+            f"({failures} recording failure(s), e.g. a sandbox snapshot with the Docker daemon away; "
+            "see the unsee.recorder log); nothing was committed: run the forget again once the service is back"
+        )
+        self.session_id = session_id
+        self.event_id = event_id
+        self.failures = failures
+
+
 class CommitInterrupted(Interrupted):
     """A begun commit stopped part-way (e.g. the database went away): its journal entry is
     kept, so the next forget, ``recover`` or erasure of the session rolls it forward; until

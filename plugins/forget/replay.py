@@ -18,10 +18,12 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
+from unsee.middleware.errors import SessionNotFound
 from unsee.middleware.memory import RecordingStore, StoreOverlay, parse_source_key
 from unsee.middleware.records import ArtifactType
 
 from . import faults
+from .errors import ReplayIncomplete
 from .event import RevocationEvent
 from .interceptor import ReplayInterceptor, SideEffectPolicy
 from .plan import ReplayPlan
@@ -98,12 +100,28 @@ def _crop_cache(ctx: ForgetContext, plan: ReplayPlan) -> None:
         log.debug("cache restore to %s failed; prefix reuse will rebuild it", offset, exc_info=True)
 
 
+def _recording_failures(ctx: ForgetContext, scratch: str) -> int:
+    """Recording failures counted for the scratch thread so far (flushed).
+
+    A replay whose recording failed (the recorder lets the run go on, e.g. when a turn's sandbox
+    snapshot met a stopped Docker daemon) must not be committed: the commit makes the scratch
+    records the session's and clears the incomplete mark, so the session would silently hold
+    checkpoints without their sandbox snapshots. ``run_replay`` compares the count after the
+    turns with the one after the fork (the store may remember failures of an earlier attempt
+    on the same scratch id in this process)."""
+    try:
+        return ctx.sessions.session(scratch).failures
+    except SessionNotFound:
+        return 0
+
+
 def run_replay(ctx: ForgetContext, agent: Any, plan: ReplayPlan, event: RevocationEvent,
                side_effects: SideEffectPolicy = "defer") -> ReplayOutcome:
     session = plan.session_id
     scratch = scratch_thread(session, event, plan.strategy)
     clear_scratch(ctx, agent, scratch)  # a crashed earlier attempt may have left one: start clean
     ctx.records.clone_prefix(session, scratch, plan.fork_seq)
+    failures0 = _recording_failures(ctx, scratch)
     faults.point("fork")
     fork_state(agent, plan, scratch)
     store = recording_store(agent)
@@ -129,6 +147,9 @@ def run_replay(ctx: ForgetContext, agent: Any, plan: ReplayPlan, event: Revocati
                 continue
             faults.point(f"replay:turn:{turn}")
             agent.invoke({"messages": msgs}, thread_cfg(scratch, unsee_session=session, unsee_event=event.event_id))
+        failures = _recording_failures(ctx, scratch) - failures0
+        if failures > 0:
+            raise ReplayIncomplete(session, event.event_id, failures)
     except BaseException:
         abandon(ctx, outcome)
         raise

@@ -203,17 +203,24 @@ class SessionEnvironments:
 
     def end_replay(self, scratch: str, commit: bool) -> None:
         with self._lock:
-            entry = self._replays.pop(scratch, None)
+            entry = self._replays.get(scratch)
             if entry is None:
                 return
             session, shadow = entry
             if commit:
+                # Snapshot first, swap after: if the snapshot fails (e.g. the Docker daemon is
+                # gone), the replay stays pending and the commit's roll-forward calls this again.
+                # Popping it first left the registry's latest snapshot of the session at the
+                # pre-forget state, which a later process would restore.
+                snap = shadow.snapshot()
+                del self._replays[scratch]
                 old = self._envs.get(session)
                 if old is not None:
                     self._retired.append(old)  # its snapshots stay restorable
                 self._envs[session] = shadow
-                self._remember(shadow.snapshot(), session)
+                self._remember(snap, session)
             else:
+                del self._replays[scratch]
                 shadow.discard()  # its snapshots are on no committed checkpoint
 
     def close(self) -> None:
