@@ -126,6 +126,7 @@ def _store_under_test(monkeypatch):
     from unsee.middleware.store import ProvenanceStore
 
     made: dict[str, str] = {}
+    stores: list[ProvenanceStore] = []
 
     class StorePerHome(ProvenanceStore):
         def __init__(self, home, url=None):
@@ -133,9 +134,12 @@ def _store_under_test(monkeypatch):
                 key = str(Path(home).resolve())
                 url = made.get(key) or made.setdefault(key, create_database())
             super().__init__(home, url)
+            stores.append(self)
 
     monkeypatch.setattr(unsee.core, "ProvenanceStore", StorePerHome)
     yield
+    for store in stores:  # a test that left its Unsee open: its pool must not outlive the database
+        store.close()
     for url in made.values():
         drop_database(url)
 

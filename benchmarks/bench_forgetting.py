@@ -1,0 +1,56 @@
+"""Recomputed tokens of forgetting: B7 against B5 and B5' on the ``support`` suite, and B7's cost
+against the suffix length.
+
+Episodes of the ``support`` suite (scripted stand-in, tau spread over each
+session: 0-2 filler turns before the target enters, or the first turn when it
+is a memory item) are forgotten with B5, B5' and B7
+(``unsee.plugins.eval.forgetting``: tokens counted as a prefix KV cache spends
+them). Printed: recomputed tokens (prefill + decode) B7/B5 and B7/B5' over the
+suite (the paper: 133/1235 = 0.108 and about 1/1.5), then a least-squares line
+of B7's tokens against the number of turns after tau, with its R^2.
+
+    python -m benchmarks.bench_forgetting [--episodes 12] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def main(argv: list[str] | None = None) -> None:
+    import numpy as np
+
+    from unsee.core import Unsee
+    from unsee.plugins.eval import metrics
+    from unsee.plugins.eval.forgetting import run_forgetting
+    from unsee.plugins.eval.suites import generate
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--episodes", type=int, default=12)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv if argv is not None else [])
+    episodes = generate("support", args.episodes, args.seed)
+    result = run_forgetting(episodes, ["B5", "B5'", "B7"], unsee=Unsee)
+    rows = {r.strategy: r for r in result.rows}
+    b5, b5p, b7 = rows["B5"], rows["B5'"], rows["B7"]
+    print(f"support, {len(episodes)} episodes, seed {args.seed}: recomputed tokens per episode "
+          f"B5 {b5.tokens:.0f}, B5' {b5p.tokens:.0f}, B7 {b7.tokens:.0f}")
+    print(f"B7/B5  {metrics.ratio(b7, b5):.3f}   (paper: 0.108)")
+    print(f"B7/B5' {metrics.ratio(b7, b5p):.3f}   (paper: about 0.67)")
+    suffix = {e.id: len(e.turns) - 1 - e.tau_turn for e in episodes}
+    pts = [(suffix[r.measure.episode], r.measure.tokens_prefill + r.measure.tokens_decode)
+           for r in result.runs if r.measure.strategy == "B7"]
+    x, y = np.array([p[0] for p in pts], float), np.array([p[1] for p in pts], float)
+    if len(set(x)) > 1:
+        slope, icept = np.polyfit(x, y, 1)
+        r2 = 1 - ((y - (slope * x + icept)) ** 2).sum() / ((y - y.mean()) ** 2).sum()
+        print(f"B7 tokens = {slope:.1f} x turns after tau + {icept:.1f}   R^2 {r2:.3f}  "
+              f"(suffix lengths {sorted(set(int(v) for v in x))})")
+    else:
+        print("B7 cost against suffix length: one suffix length only; more episodes needed")
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])
