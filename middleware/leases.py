@@ -223,7 +223,9 @@ class LeaseTable:
     def close(self) -> None:
         self._stop.set()
         with self._lock:
-            with contextlib.suppress(*self._conn.errors):
-                self._conn.execute("DELETE FROM leases WHERE owner=?", (self.owner,))
+            if self._held or self._unreleased:  # (nothing held: no round trip, e.g. at exit with the server gone)
+                with contextlib.suppress(*self._conn.errors):
+                    self._conn.execute("DELETE FROM leases WHERE owner=?", (self.owner,))
             self._held.clear()
+            self._unreleased.clear()
             self._conn.close()
