@@ -60,6 +60,14 @@ RUNS: dict[str, list[str]] = {
     "unsee bench agentdojo --suite S --defense D": [
         "unsee bench agentdojo --suite banking --defense ifc+forget --limit 1 --no-pairs"],
     "unsee --version": ["unsee --version"],
+    "unsee eval forgetting --suite support --strategies all --model scripted --episodes 6 --seed 0 [--json F] [--plot F.png]": [
+        "unsee eval forgetting --suite support --strategies B0,B2,B7 --model scripted --episodes 1 --seed 0 "
+        "--json forgetting.json --plot forgetting.png"],
+    # the tables of docs/evaluation.md, as measured there
+    "unsee eval forgetting --suite support --episodes 6 --seed 0": [
+        "unsee eval forgetting --suite support --episodes 6 --seed 0"],
+    "unsee eval forgetting --suite preference --episodes 6 --seed 0": [
+        "unsee eval forgetting --suite preference --episodes 6 --seed 0"],
 }
 # documented lines that are not run here, and why
 NOT_RUN = {
