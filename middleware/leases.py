@@ -3,8 +3,9 @@
 A lease is a row ``(session, owner, kind, expires)`` in ``<home>/leases.sqlite``
 (its own file: taken and released synchronously, never through the batching
 writer), or in the ``leases`` table of the PostgreSQL store
-(``Unsee(store="postgresql://...")``), which every machine on it shares. ``kind`` is ``run`` (the recording middleware holds one per session
-while the agent runs there; runs of one owner stack) or ``forget`` (a forget
+(``Unsee(store="postgresql://...")``), which every machine on it shares.
+``kind`` is ``run`` (the recording middleware holds one per session while
+the agent runs there; runs of one owner stack) or ``forget`` (a forget
 or an erasure holds it for its whole duration). A run waits while another
 owner — or this one — holds a ``forget`` lease on the session; a forget waits
 while any run or another forget holds one. An owner is one process's

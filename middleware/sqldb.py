@@ -205,7 +205,8 @@ def open_pool(url: str, *, max_size: int = 8, timeout: float | None = None) -> A
     """A psycopg 3 pool on ``url`` whose connections autocommit and see unsee's schema first.
 
     ``timeout``: seconds a statement waits for a connection (server down: then
-    ``StoreUnavailable``); default ``$UNSEE_STORE_TIMEOUT``, else 15. Makes the schema if it is missing. ``InvalidStoreUrl`` for a URL psycopg cannot parse;
+    ``StoreUnavailable``); default ``$UNSEE_STORE_TIMEOUT``, else 15. Makes the
+    schema if it is missing. ``InvalidStoreUrl`` for a URL psycopg cannot parse;
     ``StoreUnavailable`` when the server cannot be reached within ``timeout`` seconds.
     """
     timeout = timeout if timeout is not None else float(os.environ.get("UNSEE_STORE_TIMEOUT") or 15)

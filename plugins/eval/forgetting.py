@@ -163,7 +163,8 @@ def read_state(u: Any, agent: Any, session: str) -> metrics.EpisodeState:
     if final_ai is not None:
         texts["answer"].append(final_ai.content)
     store = agent.store.inner if hasattr(agent.store, "inner") else agent.store
-    items = sorted((tuple(i.namespace), i.key, json.dumps(i.value, sort_keys=True)) for i in store.search((), limit=1000))
+    items = sorted((tuple(i.namespace), i.key, json.dumps(i.value, sort_keys=True))
+                   for i in store.search((), limit=1000))
     texts["memory"] = [v for *_, v in items]
     texts["records"] = list(u.store.contents(session).values())
     canon = [(type(m).__name__, _message_text(m)) for m in msgs]
