@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import AgentMiddleware, SummarizationMiddleware
+from langchain.agents.middleware import SummarizationMiddleware
 from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
@@ -35,6 +35,7 @@ from rich.table import Table
 from unsee.core import DEFAULT_HOME, Unsee, resolve_home
 from unsee.middleware.context import logical_session
 from unsee.plugins.eval import ScriptedChatModel, call_id
+from unsee.plugins.model.routing import ToolRouter
 from unsee.progress import StepProgress
 
 SECRET = "4417-2231"
@@ -149,24 +150,13 @@ def intended_tool(text: str) -> str | None:
     return None
 
 
-class ToolRouting(AgentMiddleware):
+class ToolRouting(ToolRouter):
     """Steers a small local model: after a user request that calls for a tool,
     the model must call that tool (it still writes the arguments, under the
     tool's JSON schema); after a tool result, it must answer in text."""
 
-    def _route(self, request):
-        last = request.messages[-1] if request.messages else None
-        if isinstance(last, ToolMessage):
-            return request.override(tool_choice="none")
-        if isinstance(last, HumanMessage) and (name := intended_tool(str(last.content))):
-            return request.override(tool_choice=name)
-        return request.override(tool_choice="none")
-
-    def wrap_model_call(self, request, handler):
-        return handler(self._route(request))
-
-    async def awrap_model_call(self, request, handler):
-        return await handler(self._route(request))
+    def __init__(self):
+        super().__init__(intended_tool)
 
 
 def extractive_summary(messages: Sequence[BaseMessage]) -> str:

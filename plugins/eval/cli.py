@@ -84,7 +84,8 @@ def make_eval_app(unsee: UnseeFactory) -> typer.Typer:
     def forgetting(
         suite: str = typer.Option("support", "--suite", help="support | preference"),
         strategies: str = typer.Option("all", "--strategies", help="all, or codes: B0,B2,B7,..."),
-        model: str = typer.Option("scripted", "--model", help="scripted: the documented stand-in"),
+        model: str = typer.Option("scripted", "--model",
+                                  help="scripted: the documented stand-in; local: the local CPU model (slow)"),
         episodes: int = typer.Option(4, "--episodes", help="episodes generated from the seed"),
         seed: int = typer.Option(0, "--seed"),
         json_file: Path | None = typer.Option(None, "--json", help="write every episode and measurement here"),

@@ -32,8 +32,9 @@ from unsee.middleware.errors import InvalidArgument
 from . import metrics
 from .suites import Episode
 
-#: the models a run can use (the local CPU model and OpenAI-compatible endpoints: not yet)
-MODELS = ("scripted",)
+#: the models a run can use: the documented stand-in, or the local model (``Unsee(model=...)``: the
+#: CPU model by default; slow: keep its suites small). OpenAI-compatible endpoints: not yet.
+MODELS = ("scripted", "local")
 #: tools whose arguments route a consequential action (reported as their own channel)
 ROUTING_TOOLS = ("transfer", "book")
 SUMMARY_MARKERS = ("Here is a summary of the conversation to date", "Summary:")
@@ -90,9 +91,21 @@ def counting_model(meter: TokenMeter, policy: Callable) -> Any:
     return ScriptedChatModel(policy=metered, model_name="forgetting-stand-in")
 
 
-def build_agent(u: Any, episode: Episode, model: Any, fired: list[str]):
+def intended_tool(text: str) -> str | None:
+    """Which tool an episode's request calls for (the local model is told; the stand-in decides itself)."""
+    import re
+
+    for pattern, name in ((r"look up", "lookup"), (r"transfer \d+", "transfer"), (r"remember", "note"),
+                          (r"book a flight", "book")):
+        if re.search(pattern, text, re.IGNORECASE):
+            return name
+    return None
+
+
+def build_agent(u: Any, episode: Episode, model: Any, fired: list[str], *, route: bool = False):
     """The episode's agent on ``u``: lookup (read), note (memory write), transfer and book
-    (external, through the ledger), memory injection and summarisation."""
+    (external, through the ledger), memory injection and summarisation. ``route``: steer a
+    small local model's tool choice (``ToolRouter``)."""
     from langchain.agents import create_agent
     from langchain.agents.middleware import SummarizationMiddleware
     from langchain_core.tools import tool
@@ -132,6 +145,10 @@ def build_agent(u: Any, episode: Episode, model: Any, fired: list[str]):
     note.metadata = {"unsee.effect": "write"}
     mws = [u.middleware(), u.memory_middleware(store, ("mem", "customer")),
            SummarizationMiddleware(model, trigger=("messages", 14), keep=("messages", 6), summarizer=summarize)]
+    if route:
+        from unsee.plugins.model import ToolRouter
+
+        mws.insert(0, ToolRouter(intended_tool))
     return create_agent(model, [lookup, transfer, book, note], system_prompt="You are support.", middleware=mws,
                         checkpointer=InMemorySaver(), store=store)
 
@@ -227,7 +244,9 @@ def _apply(episode: Episode, strategy: str, home: Path, model_kind: str,
     try:
         meter = TokenMeter(tiktoken_counter().count)
         fired: list[str] = []
-        agent = build_agent(u, episode, counting_model(meter, policy), fired)
+        local = model_kind == "local"
+        llm = u.chat_model(max_tokens=48) if local else counting_model(meter, policy)
+        agent = build_agent(u, episode, llm, fired, route=local)
         spec = Strategy.parse(strategy).spec
         if spec.needs_ifc:
             u.ifc(sinks=["transfer.account"], mode="audit")
@@ -241,6 +260,10 @@ def _apply(episode: Episode, strategy: str, home: Path, model_kind: str,
         wall = time.perf_counter() - t0
         meter.active = False
         state = read_state(u, agent, session)
+        if local:  # the runtime's own counters, and what its KV cache holds now, decoded
+            meter.prefill, meter.decode = report.tokens_prefilled, report.tokens_decoded
+            runtime = llm.pool.runtime(session)
+            state.texts["kv_cache"] = [runtime.detokenize(runtime.tokens)] if len(runtime) else []
         state.tokens_prefill, state.tokens_decode, state.wall_s = meter.prefill, meter.decode, wall
         probes = ask_probes(agent, session, episode)
         notes = list(report.notes)

@@ -6,6 +6,7 @@ never touches torch or CUDA):
 - :func:`load_runtime` (``.loader``) — ``"cpu" | "exllamav2" | "auto" | <folder>``
 - :class:`LocalRuntime`, :class:`DecodeResult` (``.runtime``), :class:`SamplingParams` (``.sampling_params``)
 - :class:`LocalChatModel` (``.chat_model``) — LangChain chat model with per-session caches
+- :class:`ToolRouter` (``.routing``) — middleware deciding a small model's ``tool_choice``
 - :func:`seed_for` (``.sampling``), :func:`ensure_converted` (``.convert``)
 - errors in ``.errors``
 """
@@ -22,6 +23,7 @@ _EXPORTS = {
     "RuntimeCounters": ".runtime",
     "GREEDY": ".sampling_params",
     "LocalChatModel": ".chat_model",
+    "ToolRouter": ".routing",
     "tool_call_id": ".chat_model",
     "SessionPool": ".sessions",
     "seed_for": ".sampling",

@@ -136,3 +136,16 @@ def test_cli_runs_and_writes_json(tmp_path):
     assert res.exit_code == 0, res.output
     assert "B7" in res.output and json.loads(out.read_text())["rows"]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.model
+def test_on_the_local_model():
+    """The real local CPU model (small: one episode, B0 B5 B7): B7 and B5 leave the target in no
+    channel, the decoded KV cache included, and agree; B0's cache still holds it."""
+    r = run_forgetting(generate("support", 1, seed=0), ["B0", "B5", "B7"], unsee=Unsee, model="local")
+    rows = {row.strategy: row for row in r.rows}
+    assert rows["B0"].any_leak["kv_cache"] == 1.0
+    for code in ("B5", "B7"):
+        assert rows[code].any_leak_overall == 0 and rows[code].leak_at_probes == 0, code
+    assert rows["B7"].agreement == 1.0
+    assert rows["B5"].tokens > 0 and rows["B7"].tokens > 0  # the runtime's own counters
