@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .errors import SessionBusy
-from .sqldb import Db, SqliteDb
+from .sqldb import Db, SqliteDb, create_tables
 from .store_schema import upsert_sql
 
 log = logging.getLogger("unsee.leases")
@@ -71,11 +71,7 @@ class LeaseTable:
             self.path = None
             self._conn = where
             if not {"leases", "forgets"} <= where.tables():
-                with where.transaction():
-                    where.execute("SELECT pg_advisory_xact_lock(hashtext('unsee.schema'))")
-                    for statement in _SCHEMA.replace("INTEGER", "BIGINT").split(";"):
-                        if statement.strip():
-                            where.execute(statement)
+                create_tables(where, _SCHEMA, frozenset({"leases", "forgets"}), 1, what="leases")
         else:
             self.path = Path(where)
             conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
