@@ -317,8 +317,13 @@ class UnseeMiddleware(AgentMiddleware):
                     for _, block in scope.blocks:  # an outer memory middleware already injected
                         sys_text = sys_text.replace("\n\n" + block, "")
                     manifest.append(rec.ensure_system_prompt(st, sys_text))
+                # The manifest is what the model sees; the live set is what the agent's state
+                # holds. They differ when an outer middleware trims the model's view
+                # (``request.override(messages=...)``): the state keeps what the view left out,
+                # and a fork from a later checkpoint must keep it too.
+                in_state = _state_messages(request)
                 current = set()
-                for m in request.messages:
+                for m in (*in_state, *request.messages):
                     mapped = message_artifact(sid, m)
                     if mapped is not None:
                         current.add(mapped[0])
@@ -326,6 +331,9 @@ class UnseeMiddleware(AgentMiddleware):
                     aid = self._record_message(st, m, current, request.messages)
                     if aid is not None:
                         manifest.append(aid)
+                shown = set(manifest)
+                live = [a for m in in_state if (a := (message_artifact(sid, m) or (None,))[0]) is not None
+                        and a not in shown and a in st.known] + manifest
                 provider, model_name = provider_of(request.model)
                 span = rec.start_span(
                     st,
@@ -341,7 +349,7 @@ class UnseeMiddleware(AgentMiddleware):
                 # the full manifest is on the unsee.artifact.parents attribute.
                 prev = st.last_manifest
                 rec.link(st, span, [a for a in manifest if a not in prev])
-            return {"sid": sid, "st": st, "scope": scope, "span": span, "manifest": manifest,
+            return {"sid": sid, "st": st, "scope": scope, "span": span, "manifest": manifest, "live": live,
                     "model_name": model_name}
         except Exception as exc:
             self.recorder.fail(sid, exc)
@@ -403,7 +411,7 @@ class UnseeMiddleware(AgentMiddleware):
                                "effect": effect_of(tools_by_name.get(c["name"]))},
                     )
                     rec.add_artifact_event(st, span, tc)
-                st.live = {k: None for k in manifest if st.types.get(k) in MESSAGE_TYPES}
+                st.live = {k: None for k in call["live"] + blocks if st.types.get(k) in MESSAGE_TYPES}
                 st.live[mt_id] = None
                 st.last_manifest = frozenset(manifest)
             span.end()
@@ -507,3 +515,11 @@ def _tool_message_of(result: Any) -> ToolMessage | None:
             if isinstance(m, ToolMessage):
                 return m
     return None
+
+
+def _state_messages(request: Any) -> Sequence[BaseMessage]:
+    """The messages of the agent's state a model request was made from (its own messages when
+    the request carries no state)."""
+    state = getattr(request, "state", None)
+    msgs = state.get("messages") if isinstance(state, dict) else None
+    return msgs if isinstance(msgs, list) else request.messages

@@ -14,6 +14,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
 from unsee.plugins.eval import ScriptedChatModel, call_id
+from unsee.plugins.eval.window import RecentTurns
 
 SECRET = "4417-2231"
 FIRED: list[dict] = []  # real firings of the external tool, across the test session
@@ -81,9 +82,13 @@ def summarizer(msgs):
     return " / ".join(str(m.content)[:80] for m in msgs if m.content)
 
 
-def build(u, *, summarize=False, store=None, checkpointer=None):
+def build(u, *, summarize=False, store=None, checkpointer=None, window=None):
+    """``window``: the model sees only the last ``window`` user turns (a view-only trim, outer to
+    unsee's recording); the state keeps every message."""
     store = store if store is not None else u.recorded_store(InMemoryStore())
     mws = [u.middleware(), u.memory_middleware(store, ("mem", "dana"))]
+    if window is not None:
+        mws.insert(0, RecentTurns(window))
     if summarize:
         mws.append(SummarizationMiddleware(ScriptedChatModel(policy=policy), trigger=("messages", 10),
                                            keep=("messages", 3), summarizer=summarizer))

@@ -18,12 +18,12 @@ SCENARIOS = {
 }
 
 
-def record(tmp_path, name, scenario, summarize=False):
+def record(tmp_path, name, scenario, summarize=False, window=None):
     u = Unsee(home=tmp_path / name)
     inner = InMemoryStore()
     if scenario == "memory":
         inner.put(("mem", "dana"), "card", {"text": f"card {SECRET}"})
-    agent, store = build(u, summarize=summarize, store=None)
+    agent, store = build(u, summarize=summarize, store=None, window=window)
     store.inner = inner
     for text in SCENARIOS[scenario]:
         say(agent, "s", text)
@@ -31,11 +31,13 @@ def record(tmp_path, name, scenario, summarize=False):
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
-@pytest.mark.parametrize("summarize", [False, True])
-def test_b7_equals_b5(tmp_path, scenario, summarize):
+@pytest.mark.parametrize("summarize,window", [(False, None), (True, None), (False, 1), (True, 2)])
+def test_b7_equals_b5(tmp_path, scenario, summarize, window):
+    """``window``: the model sees the last user turns only (a view-only trim outer to unsee's
+    recording): the forget keeps the messages the view left out (the state holds them)."""
     results = {}
     for strategy in ("B7", "B5", "B5'"):
-        u, agent, store = record(tmp_path, f"{strategy}-{scenario}", scenario, summarize)
+        u, agent, store = record(tmp_path, f"{strategy}-{scenario}", scenario, summarize, window)
         fired_before = len(FIRED)
         report = u.forget("s", RevocationEvent(target=SECRET), strategy)
         assert report.committed and len(FIRED) == fired_before  # never fires again
@@ -47,6 +49,25 @@ def test_b7_equals_b5(tmp_path, scenario, summarize):
     # B7 re-decodes no more turns than B5' and B5, and reuses the clean prefix
     assert r7.model_turns_decoded <= r5p.model_turns_decoded <= r5.model_turns_decoded
     assert r7.transitions_replayed <= r5.transitions_replayed
+
+
+def test_a_view_only_window_keeps_the_messages_it_hides(tmp_path):
+    """The model sees the last user turn only (an outer ``request.override``): the model
+    turns' prompts are the window, the state is everything, and B7 forks from the state."""
+    turns = ["hello", "any news?", "look at T1", "thanks", "look at T2", "bye"]
+    states = {}
+    for strategy in ("B7", "B5"):
+        u = Unsee(home=tmp_path / strategy)
+        agent, store = build(u, window=1)
+        for text in turns:
+            say(agent, "s", text)
+        report = u.forget("s", RevocationEvent(target=SECRET), strategy)
+        states[strategy] = state_of(agent, store, "s")
+        if strategy == "B7":
+            assert report.model_turns_rematerialised >= 1  # the call that read T1
+        u.close()
+    assert states["B7"] == states["B5"]
+    assert [t for kind, t, _ in states["B7"][0] if kind == "HumanMessage"] == turns
 
 
 def test_b7_leaves_no_trace_in_live_state_records_and_store(tmp_path):
