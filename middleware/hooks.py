@@ -322,15 +322,16 @@ class UnseeMiddleware(AgentMiddleware):
                 # (``request.override(messages=...)``): the state keeps what the view left out,
                 # and a fork from a later checkpoint must keep it too.
                 in_state = _state_messages(request)
-                current = set()
-                for m in (*in_state, *request.messages):
-                    mapped = message_artifact(sid, m)
-                    if mapped is not None:
-                        current.add(mapped[0])
+                seen = {a for m in request.messages if (a := (message_artifact(sid, m) or (None,))[0])}
+                current = seen | {a for m in in_state if (a := (message_artifact(sid, m) or (None,))[0])}
+                for m in in_state:  # new in the state but hidden from the model (e.g. a summary)
+                    if (message_artifact(sid, m) or (None,))[0] not in seen:
+                        self._record_message(st, m, current, in_state)
                 for m in request.messages:
                     aid = self._record_message(st, m, current, request.messages)
                     if aid is not None:
                         manifest.append(aid)
+                scope.prompt = tuple((a, st.hashes.get(a, "")) for a in manifest)
                 shown = set(manifest)
                 live = [a for m in in_state if (a := (message_artifact(sid, m) or (None,))[0]) is not None
                         and a not in shown and a in st.known] + manifest

@@ -48,6 +48,9 @@ class ModelCallScope:
     """
 
     blocks: list[tuple[str, str]] = field(default_factory=list)  # (artifact id, injected text)
+    #: the recorded prompt of the call as the recorder saw it: (artifact id, content hash) of
+    #: each manifest entry, in order (a replay compares it with a recorded turn's)
+    prompt: tuple[tuple[str, str], ...] = ()
 
 
 current_scope: contextvars.ContextVar[ModelCallScope | None] = contextvars.ContextVar(

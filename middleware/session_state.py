@@ -35,6 +35,8 @@ class SessionState:
     known: dict[str, SpanContext | None] = field(default_factory=dict)
     #: artifact id -> type, for the known ids
     types: dict[str, ArtifactType] = field(default_factory=dict)
+    #: artifact id -> content hash, for the known ids
+    hashes: dict[str, str] = field(default_factory=dict)
     #: message artifacts currently in the agent's state (not compacted away)
     live: dict[str, None] = field(default_factory=dict)
     #: memory source key -> latest memory_write artifact id in this session
@@ -66,6 +68,7 @@ class SessionState:
     def remember(self, a: Artifact, ctx: SpanContext | None) -> None:
         self.known[a.id] = ctx
         self.types[a.id] = a.type
+        self.hashes[a.id] = a.content_hash
         if a.type in MESSAGE_TYPES:
             self.live[a.id] = None
 

@@ -7,6 +7,14 @@ recorded model turns until the counterfactual run diverges from them:
   from the record (when the strategy re-materialises; never for B5/B5'),
   everything else is decoded again; a decoded turn that differs from the
   record ends the walk (the run has diverged);
+- after a divergence, a model call whose prompt is, entry for entry, the
+  recorded prompt of a turn outside I(z) (same artifacts, same content
+  hashes, no prompt blocks) is answered from the record again (resync): the
+  model would see exactly what it saw then. This is where independent turns
+  pay, e.g. behind a context window that has moved past everything derived
+  from the target. Resync stops for the rest of the replay once the run
+  injects a prompt block (memory) or executes a ``write`` tool, since an
+  injection the recorder only sees after the call could then differ;
 - each tool call is answered as ``decide`` (pure, in ``decide``) says: from
   the record (the tau observation with the target removed), by running the
   tool, or not at all (a deferred side effect).
@@ -22,6 +30,7 @@ from langchain.agents.middleware.types import ModelResponse
 from langchain_core.messages import AIMessage, ToolMessage
 
 from unsee.middleware.hooks import _ai_message_of, text_of
+from unsee.middleware.recorder import current_scope
 from unsee.middleware.tools import effect_of, not_executed
 
 from .decide import Action, Decision, SideEffectPolicy, ToolCall, decide, same_args
@@ -58,6 +67,9 @@ class ReplayInterceptor:
         self._diverged = False
         self._current: RecordedTurn | None = None
         self._used: set[str] = set()
+        #: recorded turns answered from the record (each answers one call)
+        self._turns_used: set[str] = set()
+        self._resync = True
         self._lock = threading.Lock()
 
     # -- model calls ------------------------------------------------------
@@ -70,7 +82,22 @@ class ReplayInterceptor:
             self._current = rec
             return rec
 
+    def _resynced(self) -> RecordedTurn | None:
+        """After a divergence: the recorded turn outside I(z) whose prompt this call repeats."""
+        scope = current_scope.get()
+        if scope is None or not scope.prompt or scope.blocks:
+            return None
+        with self._lock:
+            if not (self._diverged and self._resync and self.plan.rematerialise):
+                return None
+            for rec in self.plan.model_turns:
+                if rec.prompt == scope.prompt and not rec.in_closure and rec.artifact_id not in self._turns_used:
+                    self._current = rec
+                    return rec
+        return None
+
     def _rematerialise(self, rec: RecordedTurn) -> ModelResponse:
+        self._turns_used.add(rec.artifact_id)
         self.stats.model_turns_rematerialised += 1
         calls = [{"name": c.name, "args": c.args, "id": c.call_id, "type": "tool_call"} for c in rec.calls]
         ai = AIMessage(content=rec.text, id=rec.message_id, tool_calls=calls,
@@ -98,23 +125,36 @@ class ReplayInterceptor:
     def _use_record(self, rec: RecordedTurn | None) -> bool:
         return rec is not None and self.plan.rematerialise and not rec.in_closure
 
+    def _blocks_seen(self) -> None:
+        scope = current_scope.get()
+        if scope is not None and scope.blocks:
+            self._resync = False  # a memory injection: later prompts may differ after the fact
+
     def model_call(self, request, handler):
         rec = self._next_recorded()
         if self._use_record(rec):
             return self._rematerialise(rec)
-        return self._after_decode(rec, handler(request))
+        if (again := self._resynced()) is not None:
+            return self._rematerialise(again)
+        response = handler(request)
+        self._blocks_seen()
+        return self._after_decode(rec, response)
 
     async def amodel_call(self, request, handler):
         rec = self._next_recorded()
         if self._use_record(rec):
             return self._rematerialise(rec)
-        return self._after_decode(rec, await handler(request))
+        if (again := self._resynced()) is not None:
+            return self._rematerialise(again)
+        response = await handler(request)
+        self._blocks_seen()
+        return self._after_decode(rec, response)
 
     # -- tool calls -------------------------------------------------------
     def _match(self, call: ToolCall) -> RecordedCall | None:
         """The recorded counterpart of this call, if the run still follows the record (marked used)."""
         with self._lock:
-            if self._diverged or self._current is None:
+            if self._current is None:  # (None once diverged, until a resync)
                 return None
             for c in self._current.calls:
                 if c.call_id == call.call_id and c.name == call.name and same_args(c.args, call.args):
@@ -159,12 +199,17 @@ class ReplayInterceptor:
                 call.call_id, call.name, "replay")
         return d, None
 
+    def _executing(self, request) -> None:
+        self.stats.tool_calls_executed += 1
+        if effect_of(request.tool) == "write":
+            self._resync = False  # a write the record may not have: later injections could differ
+
     def tool_call(self, request, handler):
         d, msg = self._decide(request)
         if msg is not None:
             self.stats.tool_calls_from_record += d.action is Action.RECORD
             return msg
-        self.stats.tool_calls_executed += 1
+        self._executing(request)
         return handler(request)
 
     async def atool_call(self, request, handler):
@@ -172,7 +217,7 @@ class ReplayInterceptor:
         if msg is not None:
             self.stats.tool_calls_from_record += d.action is Action.RECORD
             return msg
-        self.stats.tool_calls_executed += 1
+        self._executing(request)
         return await handler(request)
 
     # -- after the run ----------------------------------------------------

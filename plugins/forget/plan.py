@@ -53,6 +53,9 @@ class RecordedTurn:
     in_closure: bool
     turn: int
     seq: int
+    #: (artifact id, content hash) of each recorded parent, in order: the prompt as the recorder
+    #: saw it, prompt blocks included (None when a parent is not in the graph)
+    prompt: tuple[tuple[str, str], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -103,8 +106,10 @@ def recorded_turn(g: ProvenanceGraph, mt: Artifact, closure: frozenset[str]) -> 
                 executed=bool(ret.attrs.get("executed", True)) if ret else True,
             )))
     calls.sort(key=lambda x: x[0])
+    parents = [g.get(p) if p in g else None for p in mt.parents]
+    prompt = None if None in parents else tuple((a.id, a.content_hash) for a in parents)
     return RecordedTurn(mt.id, mt.attrs.get("message_id"), text, tuple(c for _, c in calls),
-                        mt.id in closure, mt.turn, mt.seq)
+                        mt.id in closure, mt.turn, mt.seq, prompt)
 
 
 def make_plan(g: ProvenanceGraph, hit: Hit, closure: frozenset[str], strategy: Strategy | str) -> ReplayPlan:
