@@ -104,10 +104,10 @@ class Unsee:
         service_name: str = "unsee",
         store: str | None = None,
     ):
-        self.home = ensure_home(resolve_home(home))  # HomeNotADirectory
         url = resolve_store(store)
-        if url is not None and not is_postgres_url(url):
+        if url is not None and not is_postgres_url(url):  # (before the home is made: bad input changes nothing)
             raise InvalidStoreUrl(url, "expected 'sqlite' or a postgresql:// URL")
+        self.home = ensure_home(resolve_home(home))  # HomeNotADirectory
         self.store = ProvenanceStore(self.home, url)  # StoreDamaged, StoreUnavailable
         shared = self.store.shared_key("hash_key")  # one key for every machine on a shared store
         self.hasher = ContentHasher(shared) if shared else ContentHasher.from_home(self.home)

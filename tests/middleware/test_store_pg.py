@@ -22,6 +22,8 @@ pytestmark = pytest.mark.postgres
 def test_bad_urls(tmp_path, url):
     with pytest.raises(InvalidStoreUrl):
         Unsee(home=tmp_path / "h", store=url)
+    if not url.startswith("postgresql"):  # refused before anything is made
+        assert not (tmp_path / "h").exists()
 
 
 def test_an_unreachable_server_is_a_typed_error_fast(tmp_path):
