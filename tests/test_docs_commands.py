@@ -68,6 +68,10 @@ RUNS: dict[str, list[str]] = {
         "unsee eval forgetting --suite support --episodes 6 --seed 0"],
     "unsee eval forgetting --suite preference --episodes 6 --seed 0": [
         "unsee eval forgetting --suite preference --episodes 6 --seed 0"],
+    "unsee eval forgetting --suite windowed --episodes 6 --seed 0": [
+        "unsee eval forgetting --suite windowed --episodes 6 --seed 0"],
+    "unsee eval forgetting --suite agentdojo --episodes 8 --seed 0": [
+        "unsee eval forgetting --suite agentdojo --episodes 8 --seed 0"],
 }
 # documented lines that are not run here, and why
 NOT_RUN = {

@@ -2,8 +2,17 @@
 
 ``POST /v1/chat/completions`` (non-streaming; ``tools`` and ``tool_choice``
 supported through constrained decoding) and ``GET /v1/models``. It lets
-anything that speaks the OpenAI API — the LLM-judge detector, other tools —
-use the local CPU model offline. One request at a time (one model).
+anything that speaks the OpenAI API — the LLM-judge detector, LangChain's
+``ChatOpenAI``, other tools — use the local CPU model offline. One request at a
+time (one model).
+
+Used: ``messages`` (content a string, null or a list of text parts),
+``max_tokens``/``max_completion_tokens``, ``temperature``, ``stop``, ``tools``,
+``tool_choice`` and ``seed``: the local model seeds its sampler from (session,
+step), so a request with a ``seed`` runs in session ``openai-seed-<seed>`` and
+samples reproducibly; one without gets a fresh session. ``stream: true`` and
+``n`` > 1 are refused (400); ``model``, ``top_p``, ``parallel_tool_calls``,
+``stream_options``, ``response_format`` and the other fields are ignored.
 """
 
 from __future__ import annotations
@@ -56,19 +65,31 @@ def make_server(model: Any, host: str = "127.0.0.1", port: int = 8000, name: str
             try:
                 req = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
                 msgs = to_langchain(req["messages"])
-            except (ValueError, KeyError, TypeError) as e:
+                if req.get("stream") or int(req.get("n") or 1) != 1:
+                    raise ValueError("stream and n > 1 are not supported")
+                seed = req.get("seed")
+                kwargs: dict[str, Any] = {
+                    "session": f"openai-seed-{int(seed)}" if seed is not None else f"openai-{uuid.uuid4().hex[:8]}"}
+                if req.get("max_tokens") or req.get("max_completion_tokens"):
+                    kwargs["max_tokens"] = int(req.get("max_tokens") or req.get("max_completion_tokens"))
+                if req.get("temperature") is not None:
+                    kwargs["temperature"] = float(req["temperature"])
+                if req.get("stop"):
+                    kwargs["stop"] = [req["stop"]] if isinstance(req["stop"], str) else list(req["stop"])
+                runnable = model
+                if req.get("tools"):  # an unknown tool_choice or an unusable schema: GrammarError (a ValueError)
+                    runnable = model.bind_tools(req["tools"], tool_choice=req.get("tool_choice"))
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
                 return self._send(400, {"error": {"message": f"bad request: {e}"}})
-            kwargs: dict[str, Any] = {"session": f"openai-{uuid.uuid4().hex[:8]}"}
-            if req.get("max_tokens") or req.get("max_completion_tokens"):
-                kwargs["max_tokens"] = int(req.get("max_tokens") or req.get("max_completion_tokens"))
-            if req.get("temperature") is not None:
-                kwargs["temperature"] = float(req["temperature"])
-            runnable = model
-            if req.get("tools"):
-                runnable = model.bind_tools(req["tools"], tool_choice=req.get("tool_choice"))
             with lock:
-                ai = runnable.invoke(msgs, **kwargs)
-                model.drop(kwargs["session"])
+                try:
+                    ai = runnable.invoke(msgs, **kwargs)
+                except Exception as e:  # a ValueError: e.g. the prompt exceeds the model's context
+                    bad = isinstance(e, ValueError)
+                    why = f"{'bad request' if bad else 'generation failed'}: {e}"
+                    return self._send(400 if bad else 500, {"error": {"message": why}})
+                finally:
+                    model.drop(kwargs["session"])
             message: dict[str, Any] = {"role": "assistant", "content": ai.content or None}
             if ai.tool_calls:
                 message["tool_calls"] = [{"id": c["id"], "type": "function",
@@ -79,7 +100,8 @@ def make_server(model: Any, host: str = "127.0.0.1", port: int = 8000, name: str
                 "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
                 "model": name,
                 "choices": [{"index": 0, "message": message,
-                             "finish_reason": "tool_calls" if ai.tool_calls else "stop"}],
+                             "finish_reason": "tool_calls" if ai.tool_calls else
+                             "length" if ai.response_metadata.get("finish_reason") == "length" else "stop"}],
                 "usage": {"prompt_tokens": usage.get("input_tokens", 0),
                           "completion_tokens": usage.get("output_tokens", 0),
                           "total_tokens": usage.get("total_tokens", 0)},

@@ -3,9 +3,12 @@
 - :mod:`.scripted` — :class:`ScriptedChatModel`, a deterministic chat model
   driven by a policy function (tests, demos, the AgentDojo agent), and
   :func:`call_id`.
-- :mod:`.stand_in`, :mod:`.suites`, :mod:`.metrics`, :mod:`.forgetting` —
-  ``unsee eval forgetting``: episode suites, the documented scripted stand-in,
-  the paper's metrics, the runner.
+- :mod:`.stand_in`, :mod:`.episode`, :mod:`.suites`, :mod:`.metrics`,
+  :mod:`.forgetting` — ``unsee eval forgetting``: episodes and their suites,
+  the documented scripted stand-in, the paper's metrics, the runner;
+  :mod:`.window` (a view-only context window), :mod:`.endpoint` (an
+  OpenAI-compatible endpoint as the model) and :mod:`.dojo_episodes` (the
+  ``agentdojo`` suite).
 - :mod:`.agentdojo_adapter`, :mod:`.bench`, :mod:`.cli` — AgentDojo suites
   through an unsee-recorded agent (need the ``eval`` extra: ``agentdojo``;
   imported on first use, so this face imports without it).

@@ -185,6 +185,17 @@ def _unseen_removed(value: Any, observed: str) -> Any:
     return value
 
 
+def plan_for(suite: Any, user_task: Any, env: Env, *, answer_hint: bool = True) -> Plan:
+    """The scripted model's plan for ``user_task`` (None: no user calls) on ``env``: the user
+    task's ground-truth calls, and every injection task's goal and calls."""
+    pre = env.model_copy(deep=True)
+    user_calls = list(user_task.ground_truth(pre.model_copy(deep=True))) if user_task is not None else []
+    inj = {tid: (_key(t.GOAL), list(t.ground_truth(pre.model_copy(deep=True))))
+           for tid, t in suite.injection_tasks.items()}
+    hint = getattr(user_task, "GROUND_TRUTH_OUTPUT", "") if answer_hint else ""
+    return Plan(user_calls, inj, hint or "")
+
+
 def injection_policy(plan: Plan) -> Callable[[Sequence[BaseMessage], Sequence[str]], AIMessage]:
     """``policy(messages, tool_names)`` for :class:`~unsee.plugins.eval.scripted.ScriptedChatModel`.
 
@@ -302,11 +313,15 @@ def to_agentdojo(messages: Sequence[BaseMessage], query: str, *, keep_blocked: b
 
 # -- the pipeline element ----------------------------------------------------------
 
-def make_tools(runtime: FunctionsRuntime, env: Env) -> list[StructuredTool]:
-    """The suite's functions as LangChain tools that run on AgentDojo's environment."""
+def make_tools(runtime: FunctionsRuntime, env: Env, fired: list[str] | None = None) -> list[StructuredTool]:
+    """The suite's functions as LangChain tools that run on AgentDojo's environment.
+
+    ``fired``: each call of an ``external`` function that really runs is appended to it."""
     tools = []
     def runner(name: str) -> Callable[..., str]:
         def run(**kwargs: Any) -> str:
+            if fired is not None and effect_for(name) == "external":
+                fired.append(f"{name} {kwargs}")
             result, error = runtime.run_function(env, name, kwargs)
             if error:
                 raise ToolException(error)
@@ -401,15 +416,10 @@ class UnseeAgentElement(BasePipelineElement):
             self._tmp.cleanup()
 
     def plan(self, query: str, env: Env) -> Plan:
-        pre = env.model_copy(deep=True)
         user_task = self._by_prompt.get(query)
         if user_task is None:  # an injection task run alone: its goal is the query
             user_task = next((t for t in self.suite.injection_tasks.values() if t.GOAL == query), None)
-        user_calls = list(user_task.ground_truth(pre.model_copy(deep=True))) if user_task is not None else []
-        inj = {tid: (_key(t.GOAL), list(t.ground_truth(pre.model_copy(deep=True))))
-               for tid, t in self.suite.injection_tasks.items()}
-        hint = getattr(user_task, "GROUND_TRUTH_OUTPUT", "") if self.answer_hint else ""
-        return Plan(user_calls, inj, hint or "")
+        return plan_for(self.suite, user_task, env, answer_hint=self.answer_hint)
 
     def query(self, query: str, runtime: FunctionsRuntime, env: Env = EmptyEnv(),
               messages: Sequence[ChatMessage] = [], extra_args: dict = {}):

@@ -82,12 +82,19 @@ def make_eval_app(unsee: UnseeFactory) -> typer.Typer:
 
     @app.command("forgetting")
     def forgetting(
-        suite: str = typer.Option("support", "--suite", help="support | preference"),
+        suite: str = typer.Option("support", "--suite", help="support | windowed | preference | agentdojo"),
         strategies: str = typer.Option("all", "--strategies", help="all, or codes: B0,B2,B7,..."),
         model: str = typer.Option("scripted", "--model",
-                                  help="scripted: the documented stand-in; local: the local CPU model (slow)"),
+                                  help="scripted: the documented stand-in; local: the local CPU model (slow); "
+                                       "openai: an OpenAI-compatible endpoint (--base-url)"),
+        base_url: str | None = typer.Option(None, "--base-url",
+                                            help="--model openai: the endpoint, e.g. http://127.0.0.1:8000/v1 "
+                                                 "(key: $UNSEE_OPENAI_API_KEY or $OPENAI_API_KEY)"),
+        model_name: str | None = typer.Option(None, "--model-name",
+                                              help="--model openai: the model id (default: the endpoint's first)"),
         episodes: int = typer.Option(4, "--episodes", help="episodes generated from the seed"),
         seed: int = typer.Option(0, "--seed"),
+        samples: int = typer.Option(5, "--samples", help="sampled probe answer sets behind Leak@k"),
         json_file: Path | None = typer.Option(None, "--json", help="write every episode and measurement here"),
         plot_file: Path | None = typer.Option(None, "--plot", help="write a PNG: leaks and tokens per strategy"),
     ) -> None:
@@ -102,8 +109,8 @@ def make_eval_app(unsee: UnseeFactory) -> typer.Typer:
         codes = list(STRATEGIES) if strategies == "all" else [c.strip() for c in strategies.split(",") if c.strip()]
         try:
             eps = generate(suite, episodes, seed)
-            result = run_forgetting(eps, codes, unsee=unsee, model=model,
-                                    progress=lambda s: typer.echo(f"  {s}", err=True))
+            result = run_forgetting(eps, codes, unsee=unsee, model=model, base_url=base_url, model_name=model_name,
+                                    samples=samples, progress=lambda s: typer.echo(f"  {s}", err=True))
         except (InvalidArgument, UnknownStrategy) as exc:
             raise typer.BadParameter(str(exc)) from None
         print_table(result)

@@ -10,6 +10,7 @@ spans name it (gen_ai.provider.name = "scripted").
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -42,6 +43,10 @@ class ScriptedChatModel(BaseChatModel):
     policy: Policy
     tool_names: tuple[str, ...] = ()
     model_name: str = "scripted-policy"
+    #: number each answer's message and tool-call ids with this model's call count: behind a
+    #: context window, identical prompts must still give distinct messages (LangGraph merges
+    #: messages by id), as a real model's random ids do
+    distinct_ids: bool = False
 
     @property
     def _llm_type(self) -> str:
@@ -64,4 +69,11 @@ class ScriptedChatModel(BaseChatModel):
         msg = self.policy(messages, self.tool_names)
         if msg.id is None:
             msg = msg.model_copy(update={"id": "scripted-" + call_id(messages)[5:]})
+        if self.distinct_ids:
+            n = next(self._calls)
+            msg = msg.model_copy(update={"id": f"{msg.id}-{n}", "tool_calls": [
+                {**c, "id": f"{c.get('id')}-{n}"} for c in msg.tool_calls or []]})
         return ChatResult(generations=[ChatGeneration(message=msg)])
+
+    def model_post_init(self, __context: Any) -> None:
+        self._calls = itertools.count(1)

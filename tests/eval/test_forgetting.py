@@ -11,6 +11,7 @@ from unsee import Unsee
 from unsee.middleware.errors import InvalidArgument
 from unsee.plugins.erasure import holds_target
 from unsee.plugins.eval.forgetting import run_forgetting
+from unsee.plugins.eval.metrics import PROBES
 from unsee.plugins.eval.suites import generate, load, save
 from unsee.plugins.forget import UnknownStrategy
 
@@ -140,12 +141,70 @@ def test_cli_runs_and_writes_json(tmp_path):
 
 @pytest.mark.model
 def test_on_the_local_model():
-    """The real local CPU model (small: one episode, B0 B5 B7): B7 and B5 leave the target in no
-    channel, the decoded KV cache included, and agree; B0's cache still holds it."""
-    r = run_forgetting(generate("support", 1, seed=0), ["B0", "B5", "B7"], unsee=Unsee, model="local")
+    """The real local CPU model (small: one episode, B0 and B7, B5 as the reference): B7 leaves the
+    target in no channel, the decoded KV cache included, under no probe and in none of five
+    sampled probe answer sets, and agrees with B5; B0's cache still holds it."""
+    r = run_forgetting(generate("support", 1, seed=2), ["B0", "B7"], unsee=Unsee, model="local")  # 7 turns
     rows = {row.strategy: row for row in r.rows}
     assert rows["B0"].any_leak["kv_cache"] == 1.0
-    for code in ("B5", "B7"):
-        assert rows[code].any_leak_overall == 0 and rows[code].leak_at_probes == 0, code
-    assert rows["B7"].agreement == 1.0
-    assert rows["B5"].tokens > 0 and rows["B7"].tokens > 0  # the runtime's own counters
+    b7 = rows["B7"]
+    assert b7.any_leak_overall == 0 and b7.leak_at_probes == 0 and b7.leak_at_5 == 0
+    assert b7.agreement == 1.0 and b7.tokens > 0  # the runtime's own counters
+    run = next(x for x in r.runs if x.measure.strategy == "B7")
+    sampled = {kind: {run.probes[f"{kind}@{k}"] for k in range(5)} for kind in PROBES}
+    assert any(len(answers) > 1 for answers in sampled.values())  # sampled at 0.8, not five greedy copies
+
+
+def test_windowed_suite_where_provenance_pays():
+    """Behind a one-turn context window, the turns after the one that read the target are
+    independent of it: B7 re-materialises them (B5' decodes them again), and still agrees with B5."""
+    eps = generate("windowed", 3, seed=0)
+    assert all(e.window == 1 and e.suite == "windowed" for e in eps)
+    rows = {row.strategy: row for row in run_forgetting(eps, ["B5", "B5'", "B7"], unsee=Unsee).rows}
+    for code in ("B5'", "B7"):
+        assert rows[code].any_leak_overall == 0 and rows[code].agreement == 1.0, code
+    assert rows["B7"].tokens < rows["B5'"].tokens < rows["B5"].tokens
+
+
+@pytest.fixture(scope="module")
+def agentdojo():
+    """One episode of each AgentDojo suite; the scripted model is the adapter's injection-following policy."""
+    eps = generate("agentdojo", 4, seed=0)
+    assert [e.source["suite"] for e in eps] == ["banking", "slack", "travel", "workspace"]
+    r = run_forgetting(eps, ["B0", "B3", "B5", "B7", "B8", "B9"], unsee=Unsee)
+    return r, {row.strategy: row for row in r.rows}
+
+
+def test_agentdojo_late_injection(agentdojo):
+    """The target is the injected block a detector flags after the run; its traces (the attacker's
+    IBAN, e-mail or URL) count as leaks. The injection steered routing arguments under B0, which
+    B3's redaction of the observation leaves, and B7 and B9 rebuild the counterfactual."""
+    result, rows = agentdojo
+    assert all(e.target.startswith("<INFORMATION>") and e.entry == "tool" for e in result.episodes)
+    assert rows["B0"].any_leak["routing_args"] > 0 and rows["B0"].any_leak["answer"] == 1.0
+    assert rows["B3"].any_leak["routing_args"] == rows["B0"].any_leak["routing_args"]
+    assert rows["B8"].any_leak == rows["B0"].any_leak
+    for code in ("B5", "B7", "B9"):
+        row = rows[code]
+        assert row.any_leak_overall == 0 and row.leak_at_probes == 0 and row.leak_at_5 == 0, code
+        assert row.cad == 0 and row.agreement == 1.0, code
+    assert rows["B7"].tokens < rows["B5"].tokens
+
+
+def test_agentdojo_episodes_are_reproducible():
+    a = generate("agentdojo", 2, seed=5)
+    assert a == generate("agentdojo", 2, seed=5)
+    assert a[0].traces and all(t not in a[0].turns[0].lower() for t in a[0].traces)
+
+
+@pytest.mark.model
+def test_on_an_openai_compatible_endpoint(endpoint):
+    """``--model openai`` against the project's own OpenAI-compatible server (the local model behind
+    it): the episodes run through LangChain's ChatOpenAI, tokens are the endpoint's usage counts."""
+    r = run_forgetting(generate("preference", 1, seed=0), ["B7"], unsee=Unsee, model="openai",
+                       base_url=endpoint, samples=2)  # (B5 runs as the reference, without probes)
+    (b7,) = r.rows
+    assert r.model == "openai" and b7.any_leak_overall == 0 and b7.agreement == 1.0 and b7.residue == 0.0
+    assert b7.tokens > 0
+    (run,) = r.runs
+    assert {"direct@0", "direct@1"} <= set(run.probes)  # the sampled answer sets behind Leak@k
