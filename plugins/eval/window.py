@@ -5,7 +5,8 @@ The common way to bound a long session's prompt without a summary
 ``u.middleware()`` in the middleware list, it is outer to unsee's recording,
 so each model turn's provenance is the window the model saw: a later turn
 whose window no longer holds anything derived from a target is independent
-of it in the record. Placed after,
+of it, and B7 re-materialises it (the replay's resync, docs/forget.md)
+instead of decoding it again. Placed after,
 unsee records the whole state as the prompt (sound, but every later turn
 then depends on everything before it).
 """
