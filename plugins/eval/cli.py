@@ -103,7 +103,8 @@ def make_eval_app(unsee: UnseeFactory) -> typer.Typer:
         from unsee.middleware.errors import InvalidArgument
         from unsee.plugins.forget import STRATEGIES, UnknownStrategy
 
-        from .forgetting import plot, print_table, run_forgetting
+        from .forgetting import run_forgetting
+        from .forgetting_report import plot, print_table
         from .suites import generate
 
         codes = list(STRATEGIES) if strategies == "all" else [c.strip() for c in strategies.split(",") if c.strip()]

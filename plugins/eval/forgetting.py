@@ -8,11 +8,13 @@ erased: the state is what is measured), then the state read per channel
 (:data:`metrics.CHANNELS`) and the five probes asked on forks of the
 forgotten session. B5 is always run: CAD and agreement compare with it.
 
-Recomputed tokens with the scripted stand-in are counted the way a prefix KV
-cache would spend them: per model call during the forget, *decode* = the
-answer's tokens, *prefill* = the tokens of the prompt's messages past the
-longest message prefix shared with a prompt already seen (the recording's
-prompts are in the cache, except for B5, which starts from a reset).
+The model is the scripted stand-in (``agentdojo``: the adapter's
+injection-following policy), the local model or an OpenAI-compatible endpoint
+(:data:`MODELS`). Recomputed tokens (:mod:`.meters`): with the scripted
+model, counted the way a prefix KV cache would spend them (the recording's
+prompts are in the cache, except for B5, which starts from a reset); with
+the local model, the runtime's own counters; with an endpoint, its usage.
+The table and plot are :mod:`.forgetting_report`.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from unsee.middleware.errors import InvalidArgument
 
 from . import metrics
 from .episode import Episode
+from .meters import TokenMeter, UsageMeter
 
 #: the models a run can use: the documented stand-in (``agentdojo``: the adapter's injection-following
 #: policy), the local model (``Unsee(model=...)``: the CPU model by default; slow: keep its suites
@@ -41,39 +44,6 @@ SAMPLE_TEMPERATURE = 0.8
 #: tools whose arguments route a consequential action (reported as their own channel)
 ROUTING_TOOLS = ("transfer", "book")
 SUMMARY_MARKERS = ("Here is a summary of the conversation to date", "Summary:")
-
-
-class TokenMeter:
-    """A prefix-cache account of a scripted model's calls (module docstring)."""
-
-    def __init__(self, count: Callable[[str], int]):
-        self.count = count
-        self.seen: list[tuple[str, ...]] = []
-        self.prefill = self.decode = 0
-        self.active = False
-
-    def call(self, prompt: Sequence[str], answer: str) -> None:
-        prompt = tuple(prompt)
-        shared = max((_common(prompt, p) for p in self.seen), default=0)
-        self.seen.append(prompt)
-        if self.active:
-            self.prefill += sum(self.count(t) for t in prompt[shared:])
-            self.decode += self.count(answer)
-
-    def start(self, reset: bool) -> None:
-        if reset:
-            self.seen.clear()
-        self.prefill = self.decode = 0
-        self.active = True
-
-
-def _common(a: tuple[str, ...], b: tuple[str, ...]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def _message_text(m: Any) -> str:
@@ -233,31 +203,6 @@ def ask_probes(agent: Any, session: str, episode: Episode, *, into: Any = None, 
         last = [m for m in out["messages"] if isinstance(m, AIMessage)]
         answers[kind] = _message_text(last[-1]) if last else ""
     return answers
-
-
-class UsageMeter:
-    """Recomputed tokens of a model that reports usage (an OpenAI-compatible endpoint): a LangChain
-    callback summing ``usage_metadata`` while active. *prefill* is the prompt tokens sent (an
-    endpoint without a prefix cache recomputes them all), *decode* the completion tokens."""
-
-    def __init__(self) -> None:
-        from langchain_core.callbacks import BaseCallbackHandler
-
-        meter = self
-
-        class _Handler(BaseCallbackHandler):
-            def on_llm_end(self, response, **kwargs: Any) -> None:
-                if not meter.active:
-                    return
-                for gens in response.generations:
-                    for g in gens:
-                        usage = getattr(getattr(g, "message", None), "usage_metadata", None) or {}
-                        meter.prefill += int(usage.get("input_tokens", 0))
-                        meter.decode += int(usage.get("output_tokens", 0))
-
-        self.handler = _Handler()
-        self.prefill = self.decode = 0
-        self.active = False
 
 
 class ModelChoice(BaseModel):
@@ -473,61 +418,3 @@ def run_forgetting(episodes: list[Episode], strategies: Sequence[str], *, unsee:
     sig = metrics.significance({r.strategy: r for r in rows})
     return ForgettingResult(suite=episodes[0].suite, model=model, seed=episodes[0].seed, episodes=episodes,
                             runs=runs, rows=rows, significance=sig)
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x:.2f}"
-
-
-def print_table(result: ForgettingResult, console: Any = None) -> None:
-    """The paper's layout: strategies x metrics (any-leak per channel, then the summary metrics)."""
-    from rich.console import Console
-    from rich.table import Table
-
-    if console is None:
-        console = Console()
-        if not console.is_terminal:
-            console.width = 240  # piped: a whole row per line
-    t = Table(title=f"forgetting: suite {result.suite}, model {result.model}, seed {result.seed}, "
-                    f"{len(result.episodes)} episodes")
-    t.add_column("strategy")
-    for c in metrics.CHANNELS:
-        t.add_column(c.replace("_", " "), justify="right")
-    for col in ("any leak", "CAD", "agree B5", "Leak@probes", "Leak@5", "residue", "tokens", "p vs B0", "p vs B5"):
-        t.add_column(col, justify="right")
-    for row in result.rows:
-        p = result.significance.get(row.strategy, {})
-        t.add_row(row.strategy, *(_pct(row.any_leak.get(c)) for c in metrics.CHANNELS),
-                  _pct(row.any_leak_overall), _pct(row.cad), _pct(row.agreement), _pct(row.leak_at_probes),
-                  _pct(row.leak_at_5), "-" if row.residue is None else f"{row.residue:+.2f}",
-                  f"{row.tokens:.0f}", _pct(p.get("B0")), _pct(p.get("B5")))
-    console.print(t)
-    rows = {r.strategy: r for r in result.rows}
-    for a, b in (("B7", "B5"), ("B7", "B5'")):
-        if a in rows and b in rows and rows[b].tokens:
-            console.print(f"recomputed tokens {a}/{b}: {metrics.ratio(rows[a], rows[b]):.3f}")
-
-
-def plot(result: ForgettingResult, path: Path) -> None:
-    """A PNG: any-leak and Leak@probes per strategy (bars), recomputed tokens per strategy
-    (needs matplotlib: the ``bench`` extra)."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display
-    import matplotlib.pyplot as plt
-
-    codes = [r.strategy for r in result.rows]
-    x = range(len(codes))
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
-    a.bar([i - 0.2 for i in x], [r.any_leak_overall for r in result.rows], 0.4, label="any leak")
-    a.bar([i + 0.2 for i in x], [r.leak_at_probes or 0 for r in result.rows], 0.4, label="Leak@probes")
-    a.set_xticks(list(x), codes)
-    a.set_ylim(0, 1.05)
-    a.set_title(f"leaks ({result.suite}, {result.model}, {len(result.episodes)} episodes)")
-    a.legend()
-    b.bar(list(x), [r.tokens for r in result.rows])
-    b.set_xticks(list(x), codes)
-    b.set_title("recomputed tokens per episode (prefill + decode)")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)

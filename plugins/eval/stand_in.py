@@ -42,7 +42,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from .scripted import ScriptedChatModel, call_id
 
