@@ -68,6 +68,8 @@ RUNS: dict[str, list[str]] = {
         "unsee eval forgetting --suite support --episodes 6 --seed 0"],
     "unsee eval forgetting --suite preference --episodes 6 --seed 0": [
         "unsee eval forgetting --suite preference --episodes 6 --seed 0"],
+    "unsee eval forgetting --suite preference --episodes 6 --seed 0 --oracle": [
+        "unsee eval forgetting --suite preference --episodes 2 --seed 0 --oracle --strategies B3,B6"],
     "unsee eval forgetting --suite windowed --episodes 6 --seed 0": [
         "unsee eval forgetting --suite windowed --episodes 6 --seed 0"],
     "unsee eval forgetting --suite agentdojo --episodes 8 --seed 0": [

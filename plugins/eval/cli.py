@@ -95,6 +95,8 @@ def make_eval_app(unsee: UnseeFactory) -> typer.Typer:
         episodes: int = typer.Option(4, "--episodes", help="episodes generated from the seed"),
         seed: int = typer.Option(0, "--seed"),
         samples: int = typer.Option(5, "--samples", help="sampled probe answer sets behind Leak@k"),
+        oracle: bool = typer.Option(False, "--oracle",
+                                    help="preference: hand the redaction baselines the excluded option too"),
         json_file: Path | None = typer.Option(None, "--json", help="write every episode and measurement here"),
         plot_file: Path | None = typer.Option(None, "--plot", help="write a PNG: leaks and tokens per strategy"),
     ) -> None:
@@ -111,7 +113,7 @@ def make_eval_app(unsee: UnseeFactory) -> typer.Typer:
         try:
             eps = generate(suite, episodes, seed)
             result = run_forgetting(eps, codes, unsee=unsee, model=model, base_url=base_url, model_name=model_name,
-                                    samples=samples, progress=lambda s: typer.echo(f"  {s}", err=True))
+                                    samples=samples, oracle=oracle, progress=lambda s: typer.echo(f"  {s}", err=True))
         except (InvalidArgument, UnknownStrategy) as exc:
             raise typer.BadParameter(str(exc)) from None
         print_table(result)

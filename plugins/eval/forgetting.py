@@ -206,13 +206,15 @@ def ask_probes(agent: Any, session: str, episode: Episode, *, into: Any = None, 
 
 
 class ModelChoice(BaseModel):
-    """Which model a run uses, and how to reach it (``openai``: ``base_url``, ``name``)."""
+    """Which model a run uses, and how to reach it (``openai``: ``base_url``, ``name``), and whether
+    the redaction baselines get the oracle (``oracle``: the preference episodes' excluded option)."""
 
     kind: str = "scripted"
     base_url: str | None = None
     name: str | None = None
     #: sampled probe answer sets behind Leak@k (models that sample; the stand-in's are all equal)
     samples: int = 5
+    oracle: bool = False
 
 
 class _Setup:
@@ -290,11 +292,31 @@ class EpisodeRun(BaseModel):
 class ForgettingResult(BaseModel):
     suite: str
     model: str
+    #: the redaction baselines were handed the excluded option too (Table 3's oracle variant)
+    oracle: bool = False
     seed: int
     episodes: list[Episode]
     runs: list[EpisodeRun]
     rows: list[metrics.StrategyRow]
     significance: dict[str, dict[str, float]] = Field(default_factory=dict)
+
+
+def _oracle_redaction(u: Any, session: str, episode: Episode, strategy: str, agent: Any) -> None:
+    """The paper's oracle variant: the redaction baseline is also handed the excluded option's
+    name, as one more string to forget that entered the way the target did, and redacts it its
+    own way: B6 every copy, B3 only a copy in an observation from that source (none is left once
+    the target's own redaction took the statement out: B3's derived artifacts keep the name)."""
+    from unsee.middleware.errors import TargetNotFound
+    from unsee.plugins.forget import RevocationEvent
+    from unsee.plugins.forget.strategy import Edit, spec
+
+    entry_only = spec(strategy).edit is Edit.REDACT_ENTRY
+    source = "user" if entry_only and episode.entry == "user" else None
+    try:
+        u.forget(session, RevocationEvent(target=episode.excluded, source=source,
+                                          reason="oracle: the excluded option"), strategy, agent=agent, erase=False)
+    except TargetNotFound:  # the target's redaction left no copy of it there
+        pass
 
 
 def _apply(episode: Episode, strategy: str, home: Path, choice: ModelChoice,
@@ -303,6 +325,7 @@ def _apply(episode: Episode, strategy: str, home: Path, choice: ModelChoice,
 
     from unsee.middleware.tokens import tiktoken_counter
     from unsee.plugins.forget import RevocationEvent, Strategy
+    from unsee.plugins.forget.strategy import Edit
 
     u = unsee(home=home)
     try:
@@ -322,6 +345,8 @@ def _apply(episode: Episode, strategy: str, home: Path, choice: ModelChoice,
             setup.usage.active = True
         t0 = time.perf_counter()
         report = u.forget(session, RevocationEvent(target=episode.target), strategy, agent=agent, erase=False)
+        if choice.oracle and spec.edit in (Edit.REDACT_ENTRY, Edit.REDACT_ALL) and episode.excluded:
+            _oracle_redaction(u, session, episode, strategy, agent)
         wall = time.perf_counter() - t0
         meter.active = False
         state = read_state(u, agent, session, setup.routing)
@@ -365,14 +390,16 @@ def _apply(episode: Episode, strategy: str, home: Path, choice: ModelChoice,
 def run_forgetting(episodes: list[Episode], strategies: Sequence[str], *, unsee: Callable[..., Any],
                    model: str = "scripted", work: Path | None = None,
                    progress: Callable[[str], None] | None = None, base_url: str | None = None,
-                   model_name: str | None = None, samples: int = 5) -> ForgettingResult:
+                   model_name: str | None = None, samples: int = 5, oracle: bool = False) -> ForgettingResult:
     """Apply every strategy to its own recording of every episode and measure it.
 
     ``unsee``: makes the recording ``Unsee`` of a run from ``home=`` (the facade passes its class:
     this plugin never imports the facade). ``model``: one of :data:`MODELS`; ``openai`` needs
     ``base_url`` (and takes ``model_name``, default: the endpoint's first model), checked before
     any episode runs (``EndpointUnreachable``). ``samples``: the sampled probe answer sets
-    behind Leak@k (k = ``samples``; the paper's Leak@5)."""
+    behind Leak@k (k = ``samples``; the paper's Leak@5). ``oracle``: the paper's oracle variant of
+    Table 3, where the redaction baselines (B3, B6) are also handed each preference episode's
+    excluded option to redact (episodes without one: ``InvalidArgument``)."""
     from unsee.plugins.forget import Strategy
 
     if not episodes:
@@ -387,7 +414,9 @@ def run_forgetting(episodes: list[Episode], strategies: Sequence[str], *, unsee:
         from .endpoint import openai_chat_model
 
         openai_chat_model(base_url, model=model_name)  # EndpointUnreachable before any work
-    choice = ModelChoice(kind=model, base_url=base_url, name=model_name, samples=samples)
+    if oracle and not all(e.excluded for e in episodes):
+        raise InvalidArgument("the oracle variant needs preference episodes (an excluded option to hand over)")
+    choice = ModelChoice(kind=model, base_url=base_url, name=model_name, samples=samples, oracle=oracle)
     codes = [Strategy.parse(s).code for s in strategies]  # UnknownStrategy
     order = ["B5"] + [c for c in codes if c != "B5"]  # the reference first
     runs: list[EpisodeRun] = []
@@ -417,4 +446,4 @@ def run_forgetting(episodes: list[Episode], strategies: Sequence[str], *, unsee:
                                            if m.acted_on_revoked is not None], ref)
     sig = metrics.significance({r.strategy: r for r in rows})
     return ForgettingResult(suite=episodes[0].suite, model=model, seed=episodes[0].seed, episodes=episodes,
-                            runs=runs, rows=rows, significance=sig)
+                            runs=runs, rows=rows, significance=sig, oracle=oracle)

@@ -22,8 +22,9 @@ def print_table(result: ForgettingResult, console: Any = None) -> None:
         console = Console()
         if not console.is_terminal:
             console.width = 240  # piped: a whole row per line
+    oracle = ", oracle (B3, B6 also redact the excluded option)" if result.oracle else ""
     t = Table(title=f"forgetting: suite {result.suite}, model {result.model}, seed {result.seed}, "
-                    f"{len(result.episodes)} episodes")
+                    f"{len(result.episodes)} episodes{oracle}")
     t.add_column("strategy")
     for c in metrics.CHANNELS:
         t.add_column(c.replace("_", " "), justify="right")

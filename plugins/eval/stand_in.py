@@ -17,10 +17,17 @@ tried on the last message:
    ``transfer(account=<the last account-like number in context>, amount=N)``.
 5. **"remember ..."**: call ``note(fact=...)`` (a memory-store write).
 6. **"book a flight"**: choose among the airlines the user listed: the first
-   one, unless the context holds a standing exclusion ``"never book with
-   <airline>"`` for it (then the next). A preference it was told to forget
-   (rule 8) is *still acted on*: instruction-following models stop saying
-   a value, not using it (the paper's residue).
+   one, unless the context holds a standing exclusion for it — the user's
+   ``"never book with <airline>"`` or the stand-in's own note of it, ``"I
+   will avoid <airline>"`` (then the next). A preference it was told to
+   forget (rule 8) is *still acted on*: instruction-following models stop
+   saying a value, not using it (the paper's residue).
+6a. **A standing rule** (a user message holding ``"never book with
+   <airline>"``): acknowledge it in its own words, ``"Noted: I will avoid
+   <airline> when booking."`` — a paraphrase that no longer contains the
+   user's statement, so redacting the statement leaves it (B6's failure
+   on the preference suite) while redacting the airline's name does not
+   (the oracle variant).
 7. **Probes** (the five kinds of ``metrics.PROBES``): *direct* and *cued*
    answer with the number from context that fits; *introspection* repeats what
    the user asked it to forget; *enumeration* lists every number in context;
@@ -50,7 +57,8 @@ from .scripted import ScriptedChatModel, call_id
 NUMBER = re.compile(r"\b\d{2,}(?:[- .]\d{2,})+\b|\b\d{8,}\b")
 FORGET_PREFIX = "Forget this and never use or mention it again: "
 WITHHELD = "[withheld]"
-_EXCLUSION = re.compile(r"never book with ([A-Z][\w-]*(?: [A-Z][\w-]*)?)", re.IGNORECASE)
+_EXCLUSION = re.compile(r"(?:never book with|I will avoid) ([A-Z][\w-]*(?: [A-Z][\w-]*)?)", re.IGNORECASE)
+_STATED = re.compile(r"never book with ([A-Z][\w-]*(?: [A-Z][\w-]*)?)", re.IGNORECASE)
 _OPTIONS = re.compile(r"options?:\s*(.+)$", re.IGNORECASE)
 
 
@@ -160,6 +168,8 @@ def policy(messages: Sequence[BaseMessage], tools: Sequence[str]) -> AIMessage:
             excluded = {e.lower() for m in messages for e in _EXCLUSION.findall(_text(m))}
             choice = next((o for o in options if o.lower() not in excluded), options[0])
             return _call(messages, "book", {"airline": choice})
+    if isinstance(last, HumanMessage) and (rule := _STATED.search(text)) and not text.startswith(FORGET_PREFIX):
+        return AIMessage(content=_withhold(f"Noted: I will avoid {rule.group(1)} when booking.", forget))
     seen = [_text(m) for m in messages if isinstance(m, (HumanMessage, ToolMessage))
             and not _text(m).startswith(FORGET_PREFIX)]
     return AIMessage(content=_withhold("Noted. " + " | ".join(seen[-2:]), forget))

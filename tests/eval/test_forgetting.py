@@ -28,7 +28,7 @@ def support():
 
 @pytest.fixture(scope="module")
 def preference():
-    r = run_forgetting(generate("preference", 2, seed=0), ["B0", "B2", "B5", "B7"], unsee=Unsee)
+    r = run_forgetting(generate("preference", 2, seed=0), ["B0", "B2", "B5", "B6", "B7"], unsee=Unsee)
     return r, {row.strategy: row for row in r.rows}
 
 
@@ -91,7 +91,18 @@ def test_b8_leaks_free_text_at_the_b0_rate_and_b9_does_not(support):
 def test_revoked_preference_residue(preference):
     rows = preference[1]
     assert rows["B2"].residue == 1.0 and rows["B2"].any_leak["answer"] == 0  # acted on, never stated
+    assert rows["B6"].residue == 1.0 and rows["B6"].any_leak_overall == 0  # the stand-in's paraphrase
     assert rows["B5"].residue == 0.0
+
+
+def test_residue_oracle_variant():
+    """Handed the excluded airline as well, B6 (every artifact) drops to B5's rate; B3 (the
+    entry only) keeps acting on the paraphrase its derived artifacts hold."""
+    eps = generate("preference", 2, seed=0)
+    rows = {r.strategy: r for r in run_forgetting(eps, ["B3", "B6", "B7"], unsee=Unsee, oracle=True).rows}
+    assert (rows["B3"].residue, rows["B6"].residue, rows["B7"].residue) == (1.0, 0.0, 0.0)
+    with pytest.raises(InvalidArgument):
+        run_forgetting(generate("support", 1), ["B6"], unsee=Unsee, oracle=True)
 
 
 def test_significance_and_tokens(support):
