@@ -322,10 +322,11 @@ class UnseeMiddleware(AgentMiddleware):
                 # (``request.override(messages=...)``): the state keeps what the view left out,
                 # and a fork from a later checkpoint must keep it too.
                 in_state = _state_messages(request)
-                seen = {a for m in request.messages if (a := (message_artifact(sid, m) or (None,))[0])}
-                current = seen | {a for m in in_state if (a := (message_artifact(sid, m) or (None,))[0])}
-                for m in in_state:  # new in the state but hidden from the model (e.g. a summary)
-                    if (message_artifact(sid, m) or (None,))[0] not in seen:
+                seen = {a for m in request.messages if (a := _artifact_id(sid, m))}
+                state_ids = [_artifact_id(sid, m) for m in in_state]
+                current = seen | {a for a in state_ids if a}
+                for m, a in zip(in_state, state_ids):  # new in the state, hidden from the model (a summary)
+                    if a not in seen:
                         self._record_message(st, m, current, in_state)
                 for m in request.messages:
                     aid = self._record_message(st, m, current, request.messages)
@@ -333,8 +334,7 @@ class UnseeMiddleware(AgentMiddleware):
                         manifest.append(aid)
                 scope.prompt = tuple((a, st.hashes.get(a, "")) for a in manifest)
                 shown = set(manifest)
-                live = [a for m in in_state if (a := (message_artifact(sid, m) or (None,))[0]) is not None
-                        and a not in shown and a in st.known] + manifest
+                live = [a for a in state_ids if a and a not in shown and a in st.known] + manifest
                 provider, model_name = provider_of(request.model)
                 span = rec.start_span(
                     st,
@@ -516,6 +516,11 @@ def _tool_message_of(result: Any) -> ToolMessage | None:
             if isinstance(m, ToolMessage):
                 return m
     return None
+
+
+def _artifact_id(session_id: str, message: BaseMessage) -> str | None:
+    mapped = message_artifact(session_id, message)
+    return mapped[0] if mapped is not None else None
 
 
 def _state_messages(request: Any) -> Sequence[BaseMessage]:

@@ -111,6 +111,7 @@ class ReplayInterceptor:
             return response
         if text_of(ai) == rec.text and _same_calls(ai.tool_calls or [], rec.calls):
             # The same artifact as in the record: keep its identity (ids of the message and calls).
+            self._turns_used.add(rec.artifact_id)  # (a resync must not answer another call with it)
             if rec.message_id:
                 ai.id = rec.message_id
             for tc, rc in zip(ai.tool_calls or [], rec.calls):
