@@ -131,7 +131,9 @@ def test_bad_input(call, error):
 
 
 @pytest.mark.parametrize("args", [["--suite", "nope"], ["--strategies", "B0,B99"], ["--episodes", "0"],
-                                  ["--model", "gpt-x"]])
+                                  ["--model", "gpt-x"], ["--model", "openai"],
+                                  ["--model", "openai", "--base-url", "http://127.0.0.1:9/v1"],
+                                  ["--samples", "0"], ["--suite", "support", "--oracle"]])
 def test_cli_bad_input_exits_2(args):
     from unsee.cli import app
 
