@@ -63,3 +63,16 @@ def test_the_checker_sees_a_circle_and_an_upward_import():
     assert "unsee.middleware.records" in GRAPH["unsee.middleware.graph"]
     assert _layer("unsee.plugins.ifc.policy") == "plugins" and _plugin("unsee.plugins.ifc.policy") == "ifc"
     assert "middleware" not in ALLOWED["sandbox"] and "plugins" not in ALLOWED["middleware"]
+
+
+def test_the_cli_and_the_facade_start_without_langchain():
+    """``unsee --help``, ``sessions`` and ``graph`` need no agent framework: importing the CLI, the
+    facade and opening a home must not import langchain or langgraph (their import is most of a
+    second; benchmarks/bench_cli.py times the commands)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, tempfile, unsee.cli, unsee.core; unsee.core.Unsee(home=tempfile.mkdtemp()).close(); "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'langchain', 'langchain_core', 'langgraph'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out

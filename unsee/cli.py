@@ -22,8 +22,8 @@ from typer._click import exceptions as cx  # typer >= 0.29 bundles its own click
 from rich.console import Console
 from rich.table import Table
 
-from unsee.core import resolve_home, resolve_store
-from unsee.core import version as unsee_version
+from unsee.config import resolve_home, resolve_store
+from unsee.config import version as unsee_version
 from unsee.middleware.errors import AmbiguousTarget, UnseeError
 
 app = typer.Typer(
@@ -503,6 +503,13 @@ def serve_cmd(
         server.server_close()
 
 
+def _unsee(**kwargs):
+    """The ``Unsee`` factory the sub-apps run with (the facade is imported when one runs)."""
+    from unsee.core import Unsee
+
+    return Unsee(**kwargs)
+
+
 def _mount_optional() -> None:
     """Sub-apps of other packages, mounted when importable."""
     try:
@@ -512,11 +519,10 @@ def _mount_optional() -> None:
     except Exception:
         pass
     try:  # always mounted; running it needs the eval extra (agentdojo), imported then
-        from unsee.core import Unsee
-        from unsee.plugins.eval import make_app, make_eval_app
+        from unsee.plugins.eval.cli import make_app, make_eval_app
 
-        app.add_typer(make_app(Unsee), name="bench", help="Benchmarks of defenses (AgentDojo).")
-        app.add_typer(make_eval_app(Unsee), name="eval", help="Measure forgetting: B0-B9 on episode suites.")
+        app.add_typer(make_app(_unsee), name="bench", help="Benchmarks of defenses (AgentDojo).")
+        app.add_typer(make_eval_app(_unsee), name="eval", help="Measure forgetting: B0-B9 on episode suites.")
     except Exception:
         pass
 

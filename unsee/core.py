@@ -12,7 +12,7 @@ import os
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
@@ -20,9 +20,7 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from unsee.middleware.errors import InvalidArgument, InvalidStoreUrl, StoreUnavailable
 from unsee.middleware.graph import ProvenanceGraph
 from unsee.middleware.hashing import ContentHasher
-from unsee.middleware.hooks import UnseeMiddleware
 from unsee.middleware.leases import LeaseTable
-from unsee.middleware.memory import MemoryInjectionMiddleware, Namespace, NamespaceFn, RecordingStore
 from unsee.middleware.processor import ProvenanceSpanProcessor
 from unsee.middleware.recorder import EnvSnapshotter, Recorder
 from unsee.middleware.records import SessionInfo
@@ -30,38 +28,23 @@ from unsee.middleware.sqldb import is_postgres_url
 from unsee.middleware.store import ProvenanceStore
 from unsee.middleware.store_files import ensure_home
 from unsee.middleware.tokens import TokenCounter, counter_for_model, tiktoken_counter
-from unsee.plugins.tools import SessionEnvironments, unsee_tool
 from unsee.sandbox import Ledger, open_environment
+
+from .config import DEFAULT_HOME, resolve_home, resolve_store, version
+
+if TYPE_CHECKING:  # (imported where used: langchain is not needed to open a home and read it)
+    from unsee.middleware.hooks import UnseeMiddleware
+    from unsee.middleware.memory import Namespace, NamespaceFn, RecordingStore
+    from unsee.plugins.tools import SessionEnvironments
 
 log = logging.getLogger("unsee")
 
-DEFAULT_HOME = ".unsee"
+__all__ = ["DEFAULT_HOME", "Unsee", "resolve_home", "resolve_store", "version"]
 
-
-def version() -> str:
-    """The installed unsee's version ("unknown" when not installed, e.g. run from a checkout)."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as dist_version
-
-    try:
-        return dist_version("unsee")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def _no_sandbox():
     raise InvalidArgument("this Unsee has no sandbox: give Unsee(sandbox=...) to run sandboxed tools")
-
-
-def resolve_home(home: str | os.PathLike | None = None) -> Path:
-    """``home`` if given, else ``$UNSEE_HOME``, else ``./.unsee``."""
-    return Path(home or os.environ.get("UNSEE_HOME") or DEFAULT_HOME)
-
-
-def resolve_store(store: str | None = None) -> str | None:
-    """``store`` if given, else ``$UNSEE_STORE``; None (or "sqlite"): SQLite under the home."""
-    store = store or os.environ.get("UNSEE_STORE") or None
-    return None if store in (None, "sqlite") else store
 
 
 class Unsee:
@@ -125,6 +108,8 @@ class Unsee:
         #: ("auto" = Docker when a daemon and the image are there, else local)
         self.environments: SessionEnvironments | None = None
         if sandbox is not None:
+            from unsee.plugins.tools import SessionEnvironments
+
             factory = sandbox if callable(sandbox) else self._sandbox_factory(sandbox)
             self.environments = SessionEnvironments(factory, sandbox_setup,
                                                     registry=self.home / "sandboxes" / "registry.json")
@@ -177,11 +162,15 @@ class Unsee:
     def middleware(self) -> UnseeMiddleware:
         """The recording middleware (one per Unsee; safe to share between agents)."""
         if self._middleware is None:
+            from unsee.middleware.hooks import UnseeMiddleware
+
             self._middleware = UnseeMiddleware(self.recorder)
         return self._middleware
 
     def memory_middleware(self, store: Any, namespace: Namespace | NamespaceFn, *, limit: int = 10):
         """Middleware that injects memories from ``store`` into the prompt, recorded."""
+        from unsee.middleware.memory import MemoryInjectionMiddleware
+
         return MemoryInjectionMiddleware(self.recorder, store, namespace, limit=limit)
 
     def encrypted(self, saver: Any):
@@ -207,6 +196,8 @@ class Unsee:
 
     def recorded_store(self, store: Any) -> RecordingStore:
         """Wrap a LangGraph ``BaseStore`` so writes by tools/middleware are recorded."""
+        from unsee.middleware.memory import RecordingStore
+
         return RecordingStore(store, self.recorder)
 
     @property
@@ -227,6 +218,8 @@ class Unsee:
             if self.environments is None:
                 raise InvalidArgument("sandboxed tools need Unsee(sandbox='auto'|'local'|'docker')")
             env = self.environments.current
+        from unsee.plugins.tools import unsee_tool
+
         return unsee_tool(func, effect=effect, ledger=self.ledger, env=env, **kw)
 
     def span_processor(self) -> ProvenanceSpanProcessor:
@@ -475,6 +468,8 @@ class Unsee:
         if envs is None and registry.exists():
             # a process without a sandbox (e.g. `unsee erase` without --agent) still reaches
             # the sandboxes the home's sessions stored: read them through the registry
+            from unsee.plugins.tools import SessionEnvironments
+
             envs = SessionEnvironments(_no_sandbox, registry=registry)
         return ErasureContext(home=self.home, records=self.store, hasher=self.hasher, ledger=ledger,
                               environments=envs, runs=self.recorder, content_in_spans=self.recorder.content_in_spans,

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 from unsee.plugins import lazy_exports
 
-from .scripted import Policy, ScriptedChatModel, call_id
-
 __all__ = ["Policy", "ScriptedChatModel", "UnseeAgentElement", "UnseeFactory", "UnseeLike", "call_id",
            "generate", "make_app", "make_eval_app", "make_pipeline", "run_bench", "run_forgetting"]
 
 
-#: the names that need the eval extra, imported on first use
-__getattr__ = lazy_exports(__name__, {"make_app": ".cli", "make_eval_app": ".cli", "run_bench": ".bench",
+#: imported on first use (the CLI mounts ``.cli`` without langchain; the AgentDojo names need the eval extra)
+__getattr__ = lazy_exports(__name__, {**dict.fromkeys(("Policy", "ScriptedChatModel", "call_id"), ".scripted"),
+                                      "make_app": ".cli", "make_eval_app": ".cli", "run_bench": ".bench",
                                       "run_forgetting": ".forgetting", "generate": ".suites",
                                       **dict.fromkeys(("UnseeAgentElement", "UnseeFactory", "UnseeLike",
                                                        "make_pipeline"), ".agentdojo_adapter")})

@@ -307,10 +307,9 @@ def _oracle_redaction(u: Any, session: str, episode: Episode, strategy: str, age
     own way: B6 every copy, B3 only a copy in an observation from that source (none is left once
     the target's own redaction took the statement out: B3's derived artifacts keep the name)."""
     from unsee.middleware.errors import TargetNotFound
-    from unsee.plugins.forget import RevocationEvent
-    from unsee.plugins.forget.strategy import Edit, spec
+    from unsee.plugins.forget import Edit, RevocationEvent, Strategy
 
-    entry_only = spec(strategy).edit is Edit.REDACT_ENTRY
+    entry_only = Strategy.parse(strategy).spec.edit is Edit.REDACT_ENTRY
     source = "user" if entry_only and episode.entry == "user" else None
     try:
         u.forget(session, RevocationEvent(target=episode.excluded, source=source,
@@ -324,8 +323,7 @@ def _apply(episode: Episode, strategy: str, home: Path, choice: ModelChoice,
     from langchain_core.messages import HumanMessage
 
     from unsee.middleware.tokens import tiktoken_counter
-    from unsee.plugins.forget import RevocationEvent, Strategy
-    from unsee.plugins.forget.strategy import Edit
+    from unsee.plugins.forget import Edit, RevocationEvent, Strategy
 
     u = unsee(home=home)
     try:

@@ -29,6 +29,7 @@ _EXPORTS = {
     "STRATEGIES": ".strategy",
     "Strategy": ".strategy",
     "StrategySpec": ".strategy",
+    "Edit": ".strategy",
     "Forgetter": ".operator",
     "ForgetContext": ".ports",
     "SessionView": ".ports",
