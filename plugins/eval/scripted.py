@@ -18,7 +18,7 @@ from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from pydantic import ConfigDict
+from pydantic import ConfigDict, PrivateAttr
 
 __all__ = ["Policy", "ScriptedChatModel", "call_id"]
 
@@ -47,6 +47,8 @@ class ScriptedChatModel(BaseChatModel):
     #: context window, identical prompts must still give distinct messages (LangGraph merges
     #: messages by id), as a real model's random ids do
     distinct_ids: bool = False
+    #: the call count (shared by the copies ``bind_tools`` makes)
+    _calls: Any = PrivateAttr(default_factory=lambda: itertools.count(1))
 
     @property
     def _llm_type(self) -> str:
@@ -75,5 +77,3 @@ class ScriptedChatModel(BaseChatModel):
                 {**c, "id": f"{c.get('id')}-{n}"} for c in msg.tool_calls or []]})
         return ChatResult(generations=[ChatGeneration(message=msg)])
 
-    def model_post_init(self, __context: Any) -> None:
-        self._calls = itertools.count(1)
