@@ -42,7 +42,6 @@ log = logging.getLogger("unsee")
 __all__ = ["DEFAULT_HOME", "Unsee", "resolve_home", "resolve_store", "version"]
 
 
-
 def _no_sandbox():
     raise InvalidArgument("this Unsee has no sandbox: give Unsee(sandbox=...) to run sandboxed tools")
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from .agentdojo_adapter import (DEFAULT_MODEL_ID, ToolBudget, effect_for, injection_policy, make_tools, plan_for,
                                 suite_sinks)
-from .bench import attacker_identifiers
+from .bench import attacker_identifiers, user_supplies_attacker_identifier
 from .episode import Episode
 
 SUITES = ("banking", "slack", "travel", "workspace")
@@ -68,7 +68,10 @@ class World:
 
 
 def load_world(episode: Episode) -> World:
-    src = episode.source
+    return _world(episode.source)
+
+
+def _world(src: dict[str, str]) -> World:
     suite = _suites()[src["suite"]]
     ut, it = suite.user_tasks[src["user_task"]], suite.injection_tasks[src["injection_task"]]
     env = suite.load_and_inject_default_environment(_attack(src["suite"]).attack(ut, it))
@@ -90,25 +93,29 @@ def observed_block(world: World) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=None)
+def _clean_dump(name: str) -> str:
+    """The suite's environment without injections, as lowercase JSON (traces must not be in it)."""
+    return _suites()[name].load_and_inject_default_environment({}).model_dump_json().lower()
+
+
 def _episode(i: int, rng: random.Random, seed: int) -> Episode:
     name = SUITES[i % len(SUITES)]
     suite = _suites()[name]
-    clean = suite.load_and_inject_default_environment({}).model_dump_json().lower()
     users, injections = sorted(suite.user_tasks), sorted(suite.injection_tasks)
     for _ in range(200):  # draw until the user task reads the injection (nearly every draw does)
         ut, it = rng.choice(users), rng.choice(injections)
         src = {"suite": name, "user_task": ut, "injection_task": it, "attack": ATTACK}
-        probe = Episode(id="", suite="agentdojo", seed=seed, turns=["-"], target="-", label="-", entry="tool",
-                        tau_turn=0, source=src)
-        world = load_world(probe)
-        prompt = world.user_task.PROMPT.lower()
-        idents = [x for x in attacker_identifiers(world.injection_task.GOAL) if x not in prompt]
+        world = _world(src)
+        if user_supplies_attacker_identifier(world.user_task, world.injection_task):
+            continue
         block = observed_block(world)
-        if block is None or len(idents) < len(attacker_identifiers(world.injection_task.GOAL)):
+        if block is None:
             continue
         return Episode(id=f"agentdojo-{seed}-{i}", suite="agentdojo", seed=seed, turns=[world.user_task.PROMPT],
                        target=block, label="instructions", entry="tool", tau_turn=0, source=src,
-                       traces=[x for x in idents if x not in clean])
+                       traces=[x for x in attacker_identifiers(world.injection_task.GOAL)
+                               if x not in _clean_dump(name)])
     raise RuntimeError(f"no (user task, injection task) pair of {name} reads an injection")  # pragma: no cover
 
 

@@ -32,16 +32,29 @@ def api_key() -> str:
 
 
 def openai_chat_model(base_url: str, *, model: str | None = None, max_tokens: int = 48,
-                      temperature: float = 0.0, seed: int | None = None, timeout: float = 30.0) -> "BaseChatModel":
+                      temperature: float = 0.0, seed: int | None = None, timeout: float = 30.0,
+                      check: bool = True) -> "BaseChatModel":
     """A ``ChatOpenAI`` on ``base_url`` (e.g. ``http://127.0.0.1:8000/v1``), Chat Completions API.
 
     First lists the endpoint's models (timeout ``min(timeout, 10)`` s, no retry): a URL that is
     not http(s), a refused or timed-out connection, a non-2xx answer or an empty list raise
-    :class:`EndpointUnreachable`. ``model=None`` takes the first listed id. Each call then has
+    :class:`EndpointUnreachable`. ``model=None`` takes the first listed id; ``check=False`` with
+    a ``model`` skips the listing (an endpoint already checked). Each call then has
     ``timeout`` seconds and one retry; ``seed`` is sent as the request's ``seed`` (servers
     may ignore it). The key is :func:`api_key` (a placeholder when no variable is set).
     """
     key = api_key()
+    if check or model is None:
+        model = model or _listed_models(base_url, key, min(timeout, 10))[0]
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(base_url=base_url, model=model, api_key=key, max_tokens=max_tokens,
+                      temperature=temperature, seed=seed, timeout=timeout, max_retries=1,
+                      use_responses_api=False)
+
+
+def _listed_models(base_url: str, key: str, timeout: float) -> list[str]:
+    """The ids ``GET {base_url}/models`` lists (at least one), else :class:`EndpointUnreachable`."""
 
     def unreachable(cause: object) -> EndpointUnreachable:
         why = str(cause).replace(key, "***") if key != PLACEHOLDER_KEY else str(cause)
@@ -51,7 +64,7 @@ def openai_chat_model(base_url: str, *, model: str | None = None, max_tokens: in
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise unreachable("not an http(s) URL")
     try:
-        client = openai.OpenAI(base_url=base_url, api_key=key, timeout=min(timeout, 10), max_retries=0)
+        client = openai.OpenAI(base_url=base_url, api_key=key, timeout=timeout, max_retries=0)
         ids = [m.id for m in client.models.list().data]
     except openai.APIStatusError as e:
         raise unreachable(f"GET /models answered HTTP {e.status_code}") from None
@@ -62,11 +75,7 @@ def openai_chat_model(base_url: str, *, model: str | None = None, max_tokens: in
         raise unreachable("GET /models did not answer with a model list") from None
     if not ids:
         raise unreachable("it lists no models")
-    from langchain_openai import ChatOpenAI
-
-    return ChatOpenAI(base_url=base_url, model=model or ids[0], api_key=key, max_tokens=max_tokens,
-                      temperature=temperature, seed=seed, timeout=timeout, max_retries=1,
-                      use_responses_api=False)
+    return ids
 
 
 __all__ = ["EndpointUnreachable", "PLACEHOLDER_KEY", "api_key", "openai_chat_model"]

@@ -227,6 +227,7 @@ class _Setup:
         self.fired: list[str] = []
         self.usage = UsageMeter() if choice.kind == "openai" else None
         self.world = None
+        self.agent: Any = None
         if episode.suite == "agentdojo":
             from . import dojo_episodes as dojo
 
@@ -246,7 +247,7 @@ class _Setup:
         from .endpoint import openai_chat_model
 
         llm = openai_chat_model(self.choice.base_url or "", model=self.choice.name, max_tokens=48,
-                                temperature=temperature, seed=seed)
+                                temperature=temperature, seed=seed, check=False)  # (run_forgetting checked it)
         return llm.model_copy(update={"callbacks": [self.usage.handler]}) if self.usage else llm
 
     def build(self, llm: Any) -> Any:
@@ -255,7 +256,7 @@ class _Setup:
             from .dojo_episodes import build_agent as dojo_agent
 
             return dojo_agent(self.u, self.world, llm, self.fired, route=route)
-        store = getattr(self, "agent", None) and self.agent.store
+        store = self.agent.store if self.agent is not None else None  # (samplers share the first's store)
         return build_agent(self.u, self.episode, llm, self.fired, route=route, store=store)
 
     def probe_samples(self, session: str, greedy: dict[str, str]) -> list[dict[str, str]]:
@@ -301,15 +302,15 @@ class ForgettingResult(BaseModel):
     significance: dict[str, dict[str, float]] = Field(default_factory=dict)
 
 
-def _oracle_redaction(u: Any, session: str, episode: Episode, strategy: str, agent: Any) -> None:
+def _oracle_redaction(u: Any, session: str, episode: Episode, strategy: str, agent: Any, *,
+                      entry_only: bool) -> None:
     """The paper's oracle variant: the redaction baseline is also handed the excluded option's
     name, as one more string to forget that entered the way the target did, and redacts it its
     own way: B6 every copy, B3 only a copy in an observation from that source (none is left once
     the target's own redaction took the statement out: B3's derived artifacts keep the name)."""
     from unsee.middleware.errors import TargetNotFound
-    from unsee.plugins.forget import Edit, RevocationEvent, Strategy
+    from unsee.plugins.forget import RevocationEvent
 
-    entry_only = Strategy.parse(strategy).spec.edit is Edit.REDACT_ENTRY
     source = "user" if entry_only and episode.entry == "user" else None
     try:
         u.forget(session, RevocationEvent(target=episode.excluded, source=source,
@@ -344,7 +345,7 @@ def _apply(episode: Episode, strategy: str, home: Path, choice: ModelChoice,
         t0 = time.perf_counter()
         report = u.forget(session, RevocationEvent(target=episode.target), strategy, agent=agent, erase=False)
         if choice.oracle and spec.edit in (Edit.REDACT_ENTRY, Edit.REDACT_ALL) and episode.excluded:
-            _oracle_redaction(u, session, episode, strategy, agent)
+            _oracle_redaction(u, session, episode, strategy, agent, entry_only=spec.edit is Edit.REDACT_ENTRY)
         wall = time.perf_counter() - t0
         meter.active = False
         state = read_state(u, agent, session, setup.routing)
@@ -411,7 +412,8 @@ def run_forgetting(episodes: list[Episode], strategies: Sequence[str], *, unsee:
             raise InvalidArgument("--model openai needs --base-url (an OpenAI-compatible endpoint)")
         from .endpoint import openai_chat_model
 
-        openai_chat_model(base_url, model=model_name)  # EndpointUnreachable before any work
+        # EndpointUnreachable before any work; the model it resolved is the one every episode uses
+        model_name = openai_chat_model(base_url, model=model_name).model_name
     if oracle and not all(e.excluded for e in episodes):
         raise InvalidArgument("the oracle variant needs preference episodes (an excluded option to hand over)")
     choice = ModelChoice(kind=model, base_url=base_url, name=model_name, samples=samples, oracle=oracle)

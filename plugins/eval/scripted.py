@@ -76,4 +76,3 @@ class ScriptedChatModel(BaseChatModel):
             msg = msg.model_copy(update={"id": f"{msg.id}-{n}", "tool_calls": [
                 {**c, "id": f"{c.get('id')}-{n}"} for c in msg.tool_calls or []]})
         return ChatResult(generations=[ChatGeneration(message=msg)])
-

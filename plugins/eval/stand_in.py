@@ -57,8 +57,9 @@ from .scripted import ScriptedChatModel, call_id
 NUMBER = re.compile(r"\b\d{2,}(?:[- .]\d{2,})+\b|\b\d{8,}\b")
 FORGET_PREFIX = "Forget this and never use or mention it again: "
 WITHHELD = "[withheld]"
-_EXCLUSION = re.compile(r"(?:never book with|I will avoid) ([A-Z][\w-]*(?: [A-Z][\w-]*)?)", re.IGNORECASE)
-_STATED = re.compile(r"never book with ([A-Z][\w-]*(?: [A-Z][\w-]*)?)", re.IGNORECASE)
+_AIRLINE = r"([A-Z][\w-]*(?: [A-Z][\w-]*)?)"
+_STATED = re.compile(r"never book with " + _AIRLINE, re.IGNORECASE)  # the user's rule
+_EXCLUSION = re.compile(r"(?:never book with|I will avoid) " + _AIRLINE, re.IGNORECASE)  # ... or its note
 _OPTIONS = re.compile(r"options?:\s*(.+)$", re.IGNORECASE)
 
 
