@@ -1,6 +1,7 @@
 """Run every ``benchmarks/bench_*.py`` module's ``main()`` in turn.
 
-``python -m benchmarks`` prints a header per module; a module that fails to
+``python -m benchmarks [bench_ifc ...]`` runs them all (or the ones named,
+with or without the ``benchmarks.`` prefix) and prints a header per module; a module that fails to
 import or whose ``main()`` raises is reported and the others still run.
 The exit status is 1 when any module failed.
 """
@@ -19,9 +20,15 @@ def modules() -> list[str]:
     return sorted(f"{__package__ or 'benchmarks'}.{p.stem}" for p in here.glob("bench_*.py"))
 
 
+def _qualified(name: str) -> str:
+    """``bench_ifc`` or ``benchmarks.bench_ifc`` -> the module's full name."""
+    package = __package__ or "benchmarks"
+    return name if "." in name else f"{package}.{name}"
+
+
 def run_all(names: list[str] | None = None) -> int:
     failed = []
-    for name in names or modules():
+    for name in [_qualified(n) for n in names] if names else modules():
         print(f"\n=== {name} " + "=" * max(0, 60 - len(name)), flush=True)
         t0 = time.perf_counter()
         try:

@@ -28,14 +28,28 @@ SECRET = "4417-2231"
 OUT = Path(__file__).parent / "out"
 
 
-def _make(home: Path, which: str, tau_turn: int, turns: int, shared_model=None):
+def lookup_policy(messages, tools):
+    """The scripted support agent: look up the ticket a user message names, then note the result."""
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    from unsee.plugins.eval import call_id
+
+    last = messages[-1]
+    if isinstance(last, ToolMessage):
+        return AIMessage(content=f"Noted: {last.content}")
+    t = str(last.content).split()[-1]
+    return AIMessage(content="", tool_calls=[{"name": "lookup_ticket", "args": {"ticket_id": t},
+                                              "id": call_id(messages), "type": "tool_call"}])
+
+
+def _make(home: Path, which: str, tau_turn: int, turns: int, shared_model=None, before_turn=None):
     from langchain.agents import create_agent
-    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+    from langchain_core.messages import HumanMessage
     from langgraph.checkpoint.memory import InMemorySaver
 
     from unsee import Unsee
     from unsee.demo import ToolRouting
-    from unsee.plugins.eval import ScriptedChatModel, call_id
+    from unsee.plugins.eval import ScriptedChatModel
 
     u = Unsee(home=home)
 
@@ -45,14 +59,7 @@ def _make(home: Path, which: str, tau_turn: int, turns: int, shared_model=None):
         return f"Ticket {ticket_id}: parcel delayed."
 
     if which == "scripted":
-        def policy(messages, tools):
-            last = messages[-1]
-            if isinstance(last, ToolMessage):
-                return AIMessage(content=f"Noted: {last.content}")
-            t = str(last.content).split()[-1]
-            return AIMessage(content="", tool_calls=[{"name": "lookup_ticket", "args": {"ticket_id": t},
-                                                      "id": call_id(messages), "type": "tool_call"}])
-        model, mws = ScriptedChatModel(policy=policy), []
+        model, mws = ScriptedChatModel(policy=lookup_policy), []
     else:
         model = shared_model
         u.local_model = model
@@ -60,6 +67,8 @@ def _make(home: Path, which: str, tau_turn: int, turns: int, shared_model=None):
     agent = create_agent(model, [lookup_ticket], system_prompt="You are support. Answer in one short sentence.",
                          middleware=[*mws, u.middleware()], checkpointer=InMemorySaver())
     for i in range(1, turns + 1):
+        if before_turn is not None:  # e.g. a graph read, as a live process with IFC makes them
+            before_turn(u, f"s{home.name}", i)
         # the target enters through the user's message of turn tau_turn
         text = (f"My card is {SECRET}. " if i == tau_turn else "") + f"Please look up ticket T-{i}"
         agent.invoke({"messages": [HumanMessage(text)]},

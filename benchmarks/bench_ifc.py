@@ -1,18 +1,33 @@
-"""IFC sink decisions on a long session: uncached vs with the adapter's extraction cache.
+"""IFC sink decisions on a long session: the pure pipeline, and the interceptor's path.
 
-A synthetic provenance graph of N turns (model turn -> tool call -> tool return,
-each return carrying an e-mail address and a URL) stands in for a long agent
-session. For each size it times one ``evaluate`` of a ``send_money.recipient``
-call without a cache (what every sink call cost before), the first call with
-an empty cache (cold) and a later one (warm, what the IFC interceptor pays per
-sink call once the session's artifacts were extracted), and prints warm/uncached
-as a ratio from the same run.
+(a) ``evaluate`` on a synthetic provenance graph of N turns (model turn -> tool
+    call -> tool return, each return carrying an e-mail address and a URL): one
+    call without a cache (what every sink call cost before the extraction
+    cache), the first with an empty cache (cold) and a later one (warm), with
+    warm/uncached as a ratio from the same run.
+(b) The interceptor's path end to end (``IFCInterceptor.decision_for``): a real
+    ``Unsee`` home (SQLite store) holding one session of 1 001 / 6 001 / 10 001
+    artifacts of that shape (written through the store's batching writer), one
+    new artifact recorded between decisions as in a live session, and a
+    ``send_money.recipient`` call carrying an address from a tool return in the
+    middle. Timed: a warm decision now (the session's graph kept and extended,
+    labels and an identifier index kept up to date: ``middleware/graph_cache.py``,
+    ``plugins/ifc/index.py``) against the baseline of the path before (the graph
+    rebuilt from the store, ``label_graph`` and ``evaluate`` at every call, with a
+    warm extraction cache), both in the same run; then the same with an endorser
+    that vets every observation asked about (the call is decided twice). Every
+    decision of the two paths is checked to be the same.
+
+    python -m benchmarks bench_ifc      (or: python -m benchmarks.bench_ifc [--sizes 1001,6001])
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
+import tempfile
 import time
+from pathlib import Path
 
 from unsee.middleware.graph import ProvenanceGraph
 from unsee.middleware.records import Artifact, ArtifactType
@@ -22,17 +37,21 @@ from unsee.plugins.ifc.adapter import BoundedLRU
 SINKS = ["send_money.recipient"]
 
 
+def _turn(i: int, prev: str) -> list[tuple[str, ArtifactType, tuple[str, ...], str]]:
+    return [
+        (f"mt{i}", ArtifactType.MODEL_TURN, (prev,), f"Reading page {i}."),
+        (f"c{i}", ArtifactType.TOOL_CALL, (f"mt{i}",), "read_inbox()"),
+        (f"tr{i}", ArtifactType.TOOL_RETURN, (f"c{i}",),
+         f"From bob{i}@mail{i}.example.com: invoice at https://pay{i}.example.org/x?id={i} " * 4),
+    ]
+
+
 def session_graph(turns: int) -> ProvenanceGraph:
     arts = [Artifact(id="in0", session_id="s", type=ArtifactType.USER_INPUT, seq=0, content_hash="h-in0")]
     contents = {"in0": "Pay my landlord DE89 3704 0044 0532 0130 00, then summarise my inbox."}
     prev, seq = "in0", 1
     for i in range(turns):
-        for aid, typ, parents, text in (
-            (f"mt{i}", ArtifactType.MODEL_TURN, (prev,), f"Reading page {i}."),
-            (f"c{i}", ArtifactType.TOOL_CALL, (f"mt{i}",), "read_inbox()"),
-            (f"tr{i}", ArtifactType.TOOL_RETURN, (f"c{i}",),
-             f"From bob{i}@mail{i}.example.com: invoice at https://pay{i}.example.org/x?id={i} " * 4),
-        ):
+        for aid, typ, parents, text in _turn(i, prev):
             arts.append(Artifact(id=aid, session_id="s", type=typ, seq=seq, parents=parents,
                                  source_ids=("tool:read_inbox",) if typ is ArtifactType.TOOL_RETURN else (),
                                  content_hash=f"h-{aid}"))
@@ -51,7 +70,8 @@ def _ms(fn, repeat: int) -> float:
     return statistics.median(times)
 
 
-def main(sizes=(100, 500, 2000)) -> None:
+def synthetic(sizes=(100, 500, 2000)) -> None:
+    print("(a) evaluate() on a synthetic graph")
     print(f"{'turns':>6} {'artifacts':>9} {'uncached ms':>12} {'cold ms':>8} {'warm ms':>8} {'warm/uncached':>14}")
     for n in sizes:
         g = session_graph(n)
@@ -66,5 +86,137 @@ def main(sizes=(100, 500, 2000)) -> None:
         print(f"{n:>6} {len(g):>9} {uncached:>12.1f} {cold:>8.1f} {warm:>8.1f} {warm / uncached:>14.3f}")
 
 
+# -- (b) the interceptor's path on a real home ----------------------------------------
+
+class VetAll:
+    """An endorser that vets every observation it is asked about (a detector finding nothing)."""
+
+    def endorsed(self, session, graph, artifact_ids):
+        return set(artifact_ids)
+
+
+class Live:
+    """One recorded session of ``n`` artifacts, growing by one artifact per :meth:`grow`."""
+
+    def __init__(self, u, n: int, sid: str = "s"):
+        from unsee.middleware.store import Batch
+
+        self.u, self.sid, self.Batch = u, sid, Batch
+        self.seq, self.prev, self.i = 0, "in0", 0
+        arts, contents = [self._art("in0", ArtifactType.USER_INPUT, ())], {
+            "in0": "Pay my landlord DE89 3704 0044 0532 0130 00, then summarise my inbox."}
+        while len(arts) < n:
+            for aid, typ, parents, text in _turn(self.i, self.prev):
+                if len(arts) < n:
+                    arts.append(self._art(aid, typ, parents))
+                    contents[aid] = text
+            self.prev, self.i = f"tr{self.i}", self.i + 1
+        for k in range(0, len(arts), 1000):  # the writer thread, in batches (as spans arrive, only faster)
+            part = arts[k:k + 1000]
+            u.store.submit(Batch(session_id=sid, artifacts=part, content={a.id: contents[a.id] for a in part}))
+        u.store.flush()
+
+    def _art(self, aid: str, typ: ArtifactType, parents: tuple[str, ...]) -> Artifact:
+        self.seq += 1
+        return Artifact(id=aid, session_id=self.sid, type=typ, seq=self.seq, parents=parents,
+                        source_ids=("tool:read_inbox",) if typ is ArtifactType.TOOL_RETURN else (),
+                        content_hash=f"h-{aid}-{self.seq}")
+
+    def grow(self) -> None:
+        """Record one more artifact (a model turn or a tool return with new identifiers)."""
+        k = self.seq
+        if k % 2:
+            a = self._art(f"live{k}", ArtifactType.MODEL_TURN, (self.prev,))
+            text = f"Noted page {k}."
+        else:
+            a = self._art(f"live{k}", ArtifactType.TOOL_RETURN, (self.prev,))
+            text = f"From carol{k}@mail{k}.example.net: see https://docs{k}.example.org/{k}"
+        self.prev = a.id
+        self.u.store.submit(self.Batch(session_id=self.sid, artifacts=[a], content={a.id: text}))
+        self.u.store.flush()  # (written by the writer thread during the agent's step: not timed)
+
+
+def baseline(u, ifc, cache, sid: str, tool: str, args: dict):
+    """The path before: the graph rebuilt from the store and labelled whole at every call."""
+    from unsee.plugins.ifc.index import unvetted_sources
+
+    u.flush()
+    u.store.require(sid)
+    contents = u.store.contents(sid)
+    graph = ProvenanceGraph(u.store.artifacts(sid), u.store.checkpoints(sid), content_of=contents.get,
+                            hash_of=u.hasher.hash, session_id=sid)
+    revoked = ifc.revoked(sid)
+
+    def run(endorsed=frozenset()):
+        return evaluate(graph, tool, args, ifc.sinks, trusted_sources=ifc.trusted_sources, revoked=revoked,
+                        mode=ifc.mode, reset_at_trusted_sources=ifc.reset_at_trusted_sources,
+                        endorsed=endorsed, cache=cache)
+
+    decision = run()
+    if decision.flagged and ifc.endorser is not None:
+        asked = unvetted_sources(graph, decision.artifact_ids)
+        endorsed = frozenset(ifc.endorser.endorsed(sid, graph, asked)) & frozenset(asked)
+        if endorsed:
+            decision = run(endorsed)
+    return decision
+
+
+def interceptor(sizes=(1001, 6001, 10001), runs: int = 15, base_runs: int = 5) -> None:
+    from unsee import Unsee
+
+    print("\n(b) the interceptor's path: a warm sink decision, one new artifact recorded between decisions")
+    print(f"{'artifacts':>9} {'endorse':>7} {'before ms':>10} {'now ms':>8} {'now/before':>11} {'rebuilds':>9}")
+    rows = []
+    for n in sizes:
+        with tempfile.TemporaryDirectory() as d:
+            u = Unsee(home=Path(d) / "home")
+            try:
+                live = Live(u, n)
+                ifc = u.ifc(SINKS)
+                k = live.i // 2
+                call = {"recipient": f"bob{k}@mail{k}.example.com", "amount": 10}
+                cache = BoundedLRU(200_000)
+                for endorse in (False, True):
+                    ifc.set_endorser(VetAll() if endorse else None)
+                    want = "allow" if endorse else "block"
+                    # warm both paths (extraction, the kept graph and index)
+                    assert ifc.decision_for("s", "send_money", call, ifc.sinks).action == want
+                    assert baseline(u, ifc, cache, "s", "send_money", call).action == want
+                    now, before = [], []
+                    for r in range(max(runs, base_runs)):
+                        live.grow()
+                        t = time.perf_counter()
+                        d_now = ifc.decision_for("s", "send_money", call, ifc.sinks)
+                        now.append((time.perf_counter() - t) * 1000)
+                        if r < base_runs:
+                            t = time.perf_counter()
+                            d_before = baseline(u, ifc, cache, "s", "send_money", call)
+                            before.append((time.perf_counter() - t) * 1000)
+                            assert d_now == d_before, (d_now, d_before)
+                    b, w = statistics.median(before), statistics.median(now)
+                    rows.append((n, endorse, b, w))
+                    # rebuilds: how often the kept graph was built from the store (once, cold)
+                    print(f"{n:>9} {'yes' if endorse else 'no':>7} {b:>10.1f} {w:>8.2f} {w / b:>11.4f}"
+                          f" {u._graphs.stats['rebuilt']:>9}", flush=True)
+            finally:
+                u.close()
+    for endorse in (False, True):
+        own = [(n, w) for n, e, _, w in rows if e is endorse]
+        if len(own) > 1:
+            print(f"flatness ({'with' if endorse else 'without'} endorsement): now at {own[-1][0]} artifacts"
+                  f" / at {own[0][0]} = {own[-1][1] / own[0][1]:.2f}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="1001,6001,10001", help="session sizes of (b), in artifacts")
+    p.add_argument("--runs", type=int, default=15, help="decisions timed per size in (b)")
+    a = p.parse_args(argv if argv is not None else [])
+    synthetic()
+    interceptor(tuple(int(s) for s in a.sizes.split(",")), runs=a.runs)
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(sys.argv[1:])

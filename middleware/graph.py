@@ -5,11 +5,19 @@ reachability closure I(z) from that entry, ``independent`` tells whether a
 model turn's prompt manifest is disjoint from a closure. Nothing here touches
 storage, spans or LangChain: the graph is built from artifact records and a
 content accessor, so tests drive it directly.
+
+A graph can be *extended* with artifacts recorded after its own
+(:meth:`ProvenanceGraph.extended`): the new graph shares the old one's
+structure, which only ever grows at its end, and the old graph keeps seeing
+exactly what it saw (each graph reads only the first ``len(graph)`` entries).
+That is what lets a session's graph be kept up to date as a session grows
+(``graph_cache``) without rebuilding it from the store at every read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import islice
 
 from .errors import InvalidArgument, TargetNotFound, UnknownArtifact
 from .records import OBSERVATION_TYPES, Artifact, ArtifactType, Checkpoint, CheckpointKind, Hit
@@ -23,11 +31,70 @@ def _no_content(_: str) -> None:
     return None
 
 
+class Lineage:
+    """The structure a graph and the graphs extended from it share (append-only).
+
+    Positions are recording order. Nothing already in it changes, with one
+    exception kept versioned: a *replaced* record (the same artifact, e.g. a
+    tool call marked committed once its tool ran) is stored with the version
+    that replaced it, so a graph made before still reads the old record. A
+    graph is the lineage's *head* when it sees all of it; only the head is
+    extended in place (extending an older graph copies). Opaque to callers:
+    they compare lineages by identity (same lineage, same positions).
+    """
+
+    __slots__ = ("by_id", "order", "index", "kids", "waiting", "replaced", "version", "contents", "dups",
+                 "__weakref__")
+
+    def __init__(self, ordered: list[Artifact], contents: dict[str, str] | None):
+        self.by_id: dict[str, Artifact] = {a.id: a for a in ordered}
+        self.order: list[str] = [a.id for a in ordered]
+        # Integer adjacency: taint is a walk over ints and a bytearray, which
+        # keeps a 100k-artifact closure within tens of milliseconds.
+        self.index: dict[str, int] = {aid: i for i, aid in enumerate(self.order)}
+        self.kids: list[list[int]] = [[] for _ in self.order]
+        #: parent id not (yet) in the graph -> positions of the artifacts naming it
+        self.waiting: dict[str, list[int]] = {}
+        #: artifact id -> [(version that replaced it, the record before)]
+        self.replaced: dict[str, list[tuple[int, Artifact]]] = {}
+        self.version = 0
+        #: the content dict extensions add to (None: the graph reads a caller's accessor)
+        self.contents = contents
+        #: repeated ids among the records it was built from (counted once, as ever)
+        self.dups = len(self.order) - len(self.by_id)
+        self._link(ordered, 0)
+
+    def _link(self, new: list[Artifact], first: int) -> None:
+        index, kids, waiting = self.index, self.kids, self.waiting
+        # a parent recorded after its child gets the edge a full build would give it, children in order
+        for i, a in enumerate(new, first):
+            early = waiting.pop(a.id, None)
+            if early:
+                kids[i].extend(early)
+        for i, a in enumerate(new, first):
+            for p in a.parents:
+                j = index.get(p)
+                if j is None:
+                    waiting.setdefault(p, []).append(i)
+                else:
+                    kids[j].append(i)
+
+    def append(self, new: list[Artifact]) -> None:
+        first = len(self.order)
+        for a in new:
+            self.by_id[a.id] = a
+            self.index[a.id] = len(self.order)
+            self.order.append(a.id)
+            self.kids.append([])
+        self._link(new, first)
+
+
 class ProvenanceGraph:
     """Artifacts of one session, indexed for reachability.
 
     The graph is immutable once built; ``children`` is derived from parents
-    once so each ``taint`` is a single breadth-first walk.
+    once so each ``taint`` is a single breadth-first walk. :meth:`extended`
+    returns a new graph with later artifacts added and leaves this one as it is.
     """
 
     def __init__(
@@ -38,44 +105,81 @@ class ProvenanceGraph:
         hash_of: Callable[[str], str] | None = None,
         session_id: str | None = None,
     ):
-        ordered = sorted(artifacts, key=lambda a: a.seq)
-        self.session_id = session_id or (ordered[0].session_id if ordered else None)
-        self._by_id: dict[str, Artifact] = {a.id: a for a in ordered}
-        self._order: list[str] = [a.id for a in ordered]
-        # Integer adjacency: taint is a walk over ints and a bytearray, which
-        # keeps a 100k-artifact closure within tens of milliseconds.
-        self._index: dict[str, int] = {aid: i for i, aid in enumerate(self._order)}
-        kids: list[list[int]] = [[] for _ in self._order]
-        index = self._index
-        for i, a in enumerate(ordered):
-            for p in a.parents:
-                j = index.get(p)
-                if j is not None:
-                    kids[j].append(i)
-        self._kids = kids
-        self.checkpoints: list[Checkpoint] = sorted(checkpoints, key=lambda c: c.seq)
+        self._setup(Lineage(sorted(artifacts, key=lambda a: a.seq), None),
+                    sorted(checkpoints, key=lambda c: c.seq), content_of, hash_of or (lambda s: ""), session_id)
+
+    @classmethod
+    def from_records(cls, artifacts: Iterable[Artifact], checkpoints: Iterable[Checkpoint] = (),
+                     contents: dict[str, str] | None = None, hash_of: Callable[[str], str] | None = None,
+                     session_id: str | None = None) -> ProvenanceGraph:
+        """A graph whose content is the dict ``contents``, which the graph then owns: extensions
+        add the new artifacts' content to it (no copy), so the caller must not change it."""
+        contents = {} if contents is None else contents
+        g = cls.__new__(cls)
+        g._setup(Lineage(sorted(artifacts, key=lambda a: a.seq), contents),
+                 sorted(checkpoints, key=lambda c: c.seq), contents.get, hash_of or (lambda s: ""), session_id)
+        return g
+
+    def _setup(self, lineage: Lineage, checkpoints: list[Checkpoint], content_of: ContentOf,
+               hash_of: Callable[[str], str], session_id: str | None) -> None:
+        self._lin = lineage
+        self._n = len(lineage.order)
+        self._version = lineage.version
+        first = lineage.by_id[lineage.order[0]] if lineage.order else None
+        self.session_id = session_id or (first.session_id if first is not None else None)
+        self.checkpoints: list[Checkpoint] = checkpoints
         self._content_of = content_of
-        self._hash_of = hash_of or (lambda s: "")
+        self._hash_of = hash_of
 
     # -- access -----------------------------------------------------------
+    def _record(self, aid: str) -> Artifact:
+        lin = self._lin
+        a = lin.by_id[aid]
+        if self._version != lin.version:  # a record replaced after this graph was made reads as it was
+            hist = lin.replaced.get(aid)
+            if hist is not None and hist[-1][0] > self._version:
+                return next(old for v, old in hist if v > self._version)
+        return a
+
     def __len__(self) -> int:
-        return len(self._by_id)
+        return self._n - self._lin.dups
 
     def __contains__(self, artifact_id: object) -> bool:
-        return artifact_id in self._by_id
+        i = self._lin.index.get(artifact_id)  # type: ignore[arg-type]
+        return i is not None and i < self._n
 
     def __iter__(self):
-        return (self._by_id[i] for i in self._order)
+        lin = self._lin
+        if self._version == lin.version:  # (a record replaced while this runs may read as replaced)
+            return map(lin.by_id.__getitem__, islice(lin.order, self._n))
+        return map(self._record, islice(lin.order, self._n))
 
     def get(self, artifact_id: str) -> Artifact:
-        try:
-            return self._by_id[artifact_id]
-        except KeyError:
-            raise UnknownArtifact(f"no artifact {artifact_id!r} in this graph") from None
+        if artifact_id not in self:
+            raise UnknownArtifact(f"no artifact {artifact_id!r} in this graph")
+        return self._record(artifact_id)
+
+    def position(self, artifact_id: str) -> int | None:
+        """Where an artifact is in recording order (0-based), None when it is not in the graph."""
+        i = self._lin.index.get(artifact_id)
+        return i if i is not None and i < self._n else None
+
+    def tail(self, start: int) -> list[Artifact]:
+        """The artifacts from position ``start`` on, in recording order (what an extension added)."""
+        return list(map(self._record, self._lin.order[max(0, start):self._n]))  # (a slice: no walk to start)
+
+    @property
+    def lineage(self) -> Lineage:
+        """What this graph shares with the graphs extended from it (or it from): same lineage,
+        same positions. A rebuilt graph has a new one."""
+        return self._lin
 
     def children(self, artifact_id: str) -> list[str]:
-        i = self._index.get(artifact_id)
-        return [] if i is None else [self._order[k] for k in self._kids[i]]
+        i = self.position(artifact_id)
+        if i is None:
+            return []
+        n, order = self._n, self._lin.order
+        return [order[k] for k in self._lin.kids[i] if k < n]
 
     def content(self, artifact_id: str) -> str | None:
         return self._content_of(artifact_id)
@@ -83,6 +187,68 @@ class ProvenanceGraph:
     def of_type(self, *types: ArtifactType) -> list[Artifact]:
         wanted = set(types)
         return [a for a in self if a.type in wanted]
+
+    # -- growing ----------------------------------------------------------
+    def extended(self, artifacts: Iterable[Artifact] = (), checkpoints: Iterable[Checkpoint] = (),
+                 contents: Mapping[str, str] | None = None, replaced: Iterable[Artifact] = ()) -> ProvenanceGraph:
+        """This graph with ``artifacts`` (recorded after every artifact of it), ``checkpoints``
+        and the ``contents`` of new artifacts added; ``replaced``: new records of artifacts it
+        holds that differ only in ``committed`` (a tool call whose tool has run since).
+
+        ``self`` never changes. When it is the newest graph of its lineage the new graph
+        shares its structure (cost: the new records); otherwise the structure is copied.
+        Raises ``InvalidArgument`` for an artifact already in the graph, one recorded before
+        its last artifact, a replacement that changes more than ``committed``, or a content
+        that differs from the one the graph holds: rebuild the graph instead. Extending one
+        graph from two threads at once is the caller's to prevent (``GraphCache`` holds a lock).
+        """
+        new = sorted(artifacts, key=lambda a: a.seq)
+        fresh = list(replaced)
+        lin = self._lin
+        last = self._record(lin.order[self._n - 1]).seq if self._n else None
+        seen: set[str] = set()
+        for a in new:
+            if a.id in self or a.id in seen:
+                raise InvalidArgument(f"artifact {a.id!r} is in the graph already")
+            if last is not None and a.seq <= last:
+                raise InvalidArgument(f"artifact {a.id!r} (seq {a.seq}) was recorded before the graph's last one")
+            seen.add(a.id)
+        for a in fresh:
+            if a.id not in self:
+                raise InvalidArgument(f"no artifact {a.id!r} in this graph to replace")
+            # (only the flag that changes after recording: what is derived from a record, its
+            # place, labels, identifiers, stays true for every graph of the lineage)
+            if self._record(a.id).model_copy(update={"committed": a.committed}) != a:
+                raise InvalidArgument(f"replacing {a.id!r} would change more than whether it is committed")
+        new_contents = dict(contents or {})
+        owned = lin.contents
+        if owned is not None and any(owned.get(k, v) != v for k, v in new_contents.items()):
+            raise InvalidArgument("the content of an artifact in the graph changed")
+        ckpts = sorted([*self.checkpoints, *checkpoints], key=lambda c: c.seq)
+        if self._n != len(lin.order) or self._version != lin.version or owned is None:
+            return self._copied(new, ckpts, new_contents, fresh)
+        owned.update(new_contents)  # new keys only (checked above): older graphs read the same values
+        if fresh:
+            lin.version += 1
+            for a in fresh:
+                lin.replaced.setdefault(a.id, []).append((lin.version, lin.by_id[a.id]))
+                lin.by_id[a.id] = a
+        if new:
+            lin.append(new)
+        g = ProvenanceGraph.__new__(ProvenanceGraph)
+        g._setup(lin, ckpts, owned.get, self._hash_of, self.session_id)
+        return g
+
+    def _copied(self, new: list[Artifact], ckpts: list[Checkpoint], contents: dict[str, str],
+                fresh: list[Artifact]) -> ProvenanceGraph:
+        by_id = {a.id: a for a in fresh}
+        arts = [by_id.get(a.id, a) for a in self] + new
+        if self._lin.contents is not None:
+            merged = {**self._lin.contents, **contents}
+            return ProvenanceGraph.from_records(arts, ckpts, merged, self._hash_of, self.session_id)
+        old = self._content_of
+        return ProvenanceGraph(arts, ckpts, content_of=lambda i: contents[i] if i in contents else old(i),
+                               hash_of=self._hash_of, session_id=self.session_id)
 
     # -- queries ----------------------------------------------------------
     def occurrences(self, target: str, source: str | None = None) -> list[Artifact]:
@@ -147,26 +313,26 @@ class ProvenanceGraph:
             roots = [hit]
         else:
             roots = list(hit)
-        index = self._index
+        index, n = self._lin.index, self._n
         start = []
         for r in roots:
             i = index.get(r)
-            if i is None:
+            if i is None or i >= n:
                 raise UnknownArtifact(f"no artifact {r!r} in this graph")
             start.append(i)
-        seen = bytearray(len(self._order))
+        seen = bytearray(n)
         for i in start:
             seen[i] = 1
         stack = list(start)
-        kids = self._kids
+        kids = self._lin.kids
         while stack:
             for c in kids[stack.pop()]:
-                if not seen[c]:
+                if c < n and not seen[c]:  # (positions past n belong to graphs extended from this one)
                     seen[c] = 1
                     stack.append(c)
-        order = self._order
+        order = self._lin.order
         first = min(start) if start else 0  # descendants always come later in seq order
-        return frozenset([order[i] for i in range(first, len(order)) if seen[i]])
+        return frozenset([order[i] for i in range(first, n) if seen[i]])
 
     def manifest(self, model_turn_id: str) -> tuple[str, ...]:
         """The prompt manifest of a model turn: the artifacts its prompt was built from."""
@@ -195,3 +361,4 @@ class ProvenanceGraph:
         same turn, re-materialised from the record (prefill only).
         """
         return self.checkpoint_before(tau, TURN_BOUNDARY)
+

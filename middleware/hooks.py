@@ -13,11 +13,11 @@ import contextvars
 import logging
 import uuid
 from collections.abc import Sequence
+from itertools import chain
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langgraph.types import Command
+from langchain_core.messages import BaseMessage
 from opentelemetry import trace
 
 from . import semconv as sc
@@ -25,71 +25,17 @@ from .context import current_session
 from .discovery import find_agent
 from .hashing import short_id
 from .interception import acompose, compose
+from .messages import (ai_message_of, message_artifact, same_messages, state_messages, text_of,  # noqa: F401
+                       tool_call_artifact_id, tool_call_issuer, tool_message_of, tool_return_artifact_id)
 from .recorder import (ModelCallScope, Recorder, current_producer, current_scope, error_status, record_json,
                        session_attributes)
 from .records import ArtifactType, CheckpointKind
 from .run_guard import check_head
-from .session_state import MESSAGE_TYPES, SessionState
+from .session_state import SessionState
 from .tools import effect_of, was_executed
 
 log = logging.getLogger("unsee.hooks")
 
-
-
-def text_of(message: BaseMessage) -> str:
-    content = message.content
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content or []:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict) and isinstance(block.get("text"), str):
-            parts.append(block["text"])
-    return "".join(parts)
-
-
-def is_summary(message: BaseMessage) -> bool:
-    return isinstance(message, HumanMessage) and (message.additional_kwargs or {}).get("lc_source") == "summarization"
-
-
-def message_artifact(session_id: str, message: BaseMessage) -> tuple[str, ArtifactType] | None:
-    """The artifact id a state message stands for.
-
-    Derived from the LangGraph message id (or tool call id) only, not from the
-    thread: a thread forked for replay maps the same messages to the same
-    artifacts, which is what lets a counterfactual graph replace the old one.
-    """
-    if isinstance(message, ToolMessage):
-        return tool_return_artifact_id(message.tool_call_id), ArtifactType.TOOL_RETURN
-    if message.id is None:
-        return None
-    if is_summary(message):
-        return short_id("sum", message.id), ArtifactType.SUMMARY
-    if isinstance(message, HumanMessage):
-        return short_id("in", message.id), ArtifactType.USER_INPUT
-    if isinstance(message, AIMessage):
-        return short_id("mt", message.id), ArtifactType.MODEL_TURN
-    return None
-
-
-def tool_call_issuer(messages, call_id: str) -> str | None:
-    """The model turn artifact id of the AI message in ``messages`` that made the call
-    ``call_id``, valid or invalid (malformed, cut-off) alike; None when none did."""
-    for m in reversed(messages):
-        if isinstance(m, AIMessage) and m.id is not None:
-            if any(c.get("id") == call_id for c in [*(m.tool_calls or []), *(m.invalid_tool_calls or [])]):
-                return short_id("mt", m.id)
-    return None
-
-
-def tool_call_artifact_id(session_id: str, call_id: str) -> str:
-    return short_id("call", call_id)
-
-
-def tool_return_artifact_id(call_id: str) -> str:
-    """The artifact id of the return of tool call ``call_id`` (session-independent, like all ids)."""
-    return short_id("tr", call_id)
 
 
 def provider_of(model: Any) -> tuple[str, str]:
@@ -149,6 +95,7 @@ class UnseeMiddleware(AgentMiddleware):
             st = rec.state(sid)
             with st.lock:
                 if st.root is not None:  # a previous run died before after_agent
+                    rec.run_tasks()  # (its spans end before it does)
                     st.root.set_attribute("unsee.run.abandoned", True)
                     st.root.end()
                     st.root = None
@@ -169,9 +116,12 @@ class UnseeMiddleware(AgentMiddleware):
                 )
                 kind = CheckpointKind.TURN if st.started else CheckpointKind.SESSION_START
                 st.started = True
-                rec.checkpoint(st, kind, langgraph_checkpoint_id=lg_ckpt, env=True)
-                for m in state.get("messages", []):
-                    self._record_message(st, m)
+                rec.checkpoint_later(st, kind, langgraph_checkpoint_id=lg_ckpt, env=True)
+                msgs = state.get("messages", [])
+                ids, new, fresh = st.message_ids.of(msgs, st.known)
+                for i in new:  # the messages not recorded yet (the new input)
+                    self._record_message(st, msgs[i])
+                st.message_ids.settle(msgs, ids, fresh)
         except Exception as exc:
             self.recorder.fail(sid, exc)
 
@@ -182,8 +132,10 @@ class UnseeMiddleware(AgentMiddleware):
     def _end_turn(self, failed: BaseException | None = None) -> None:
         sid, _ = current_session()
         try:
+            self.recorder.run_tasks()  # every span of the run is ended when the run returns
             st = self.recorder.state(sid)
             with st.lock:
+                st.message_ids.release()
                 if st.root is not None:
                     if failed is not None:
                         error_status(st.root, failed)
@@ -192,6 +144,7 @@ class UnseeMiddleware(AgentMiddleware):
         except Exception as exc:
             self.recorder.fail(sid, exc)
         finally:
+            self.recorder.store.kick()  # the run's records are written now, as it returns
             self.recorder.mark_running(sid, False)
             self.recorder.release_run(sid)
 
@@ -211,9 +164,9 @@ class UnseeMiddleware(AgentMiddleware):
         rec = self.recorder
         text = text_of(m)
         if type_ is ArtifactType.USER_INPUT:
-            a = rec.artifact(st, type_, aid, text, source_ids=("user",), step=st.next_step(),
-                             attrs={"message_id": m.id})
-            rec.emit(st, "user_input", a)
+            a = rec.record(st, type_, aid, text, source_ids=("user",), step=st.next_step(),
+                           attrs={"message_id": m.id})
+            rec.emit_later(st, "user_input", a)
         elif type_ is ArtifactType.SUMMARY:
             return self._record_compaction(st, m, aid, current)
         elif type_ is ArtifactType.TOOL_RETURN:
@@ -229,28 +182,26 @@ class UnseeMiddleware(AgentMiddleware):
                 parents = (issuer,)
             else:
                 parents = ()
-            a = rec.artifact(st, type_, aid, text, parents=parents, source_ids=(f"tool:{m.name or 'unknown'}",),
-                             step=st.next_step(), attrs={"tool_call_id": m.tool_call_id, "unobserved": True,
-                                                         "status": getattr(m, "status", "success")})
-            rec.emit(st, "tool_return", a)
+            a = rec.record(st, type_, aid, text, parents=parents, source_ids=(f"tool:{m.name or 'unknown'}",),
+                           step=st.next_step(), attrs={"tool_call_id": m.tool_call_id, "unobserved": True,
+                                                       "status": getattr(m, "status", "success")})
+            rec.emit_later(st, "tool_return", a)
         else:
             # A model message that did not come from a recorded call (given as input).
-            a = rec.artifact(st, ArtifactType.MODEL_TURN, aid, text, source_ids=("input",),
-                             attrs={"message_id": m.id, "unobserved": True})
-            rec.emit(st, "model_turn", a)
+            a = rec.record(st, ArtifactType.MODEL_TURN, aid, text, source_ids=("input",),
+                           attrs={"message_id": m.id, "unobserved": True})
+            rec.emit_later(st, "model_turn", a)
         return aid
 
     def _record_compaction(self, st: SessionState, m: BaseMessage, aid: str, current: set[str]) -> str:
         """A summary message appeared: its parents are the live messages it replaced."""
         rec = self.recorder
         _, lg_ckpt = current_session()
-        rec.checkpoint(st, CheckpointKind.COMPACTION, langgraph_checkpoint_id=lg_ckpt)
+        rec.checkpoint_later(st, CheckpointKind.COMPACTION, langgraph_checkpoint_id=lg_ckpt)
         replaced = [x for x in st.live if x not in current]
-        a = rec.artifact(st, ArtifactType.SUMMARY, aid, text_of(m), parents=replaced,
-                         source_ids=("summarization",), attrs={"message_id": m.id, "replaced": len(replaced)})
-        span = rec.start_span(st, "summarize", a, {sc.GEN_AI_OPERATION: "summarize"})
-        st.remember(a, span.get_span_context())
-        span.end()
+        a = rec.record(st, ArtifactType.SUMMARY, aid, text_of(m), parents=replaced,
+                       source_ids=("summarization",), attrs={"message_id": m.id, "replaced": len(replaced)})
+        rec.emit_later(st, "summarize", a, {sc.GEN_AI_OPERATION: "summarize"})
         for r in replaced:
             st.live.pop(r, None)
         return aid
@@ -272,10 +223,13 @@ class UnseeMiddleware(AgentMiddleware):
         # A run resumed after an interrupt (or going on after an outer retry caught an error)
         # skips before_agent: it takes its session's lease here.
         self.recorder.acquire_run(current_session()[0])
+        if self.recorder.tasks:
+            self.recorder.store.kick()  # the agent waits on the call now: the queued work is done meanwhile
         try:
             with trace.use_span(call["span"], end_on_exit=False):
                 yield
         except BaseException as exc:
+            self.recorder.run_tasks()  # (what is queued for the span first)
             error_status(call["span"], exc)
             call["span"].end()
             # An error escaping a model or tool call ends the run (after_agent will not
@@ -321,22 +275,35 @@ class UnseeMiddleware(AgentMiddleware):
                 # holds. They differ when an outer middleware trims the model's view
                 # (``request.override(messages=...)``): the state keeps what the view left out,
                 # and a fork from a later checkpoint must keep it too.
-                in_state = _state_messages(request)
-                seen = {a for m in request.messages if (a := _artifact_id(sid, m))}
-                state_ids = [_artifact_id(sid, m) for m in in_state]
-                current = seen | {a for a in state_ids if a}
-                for m, a in zip(in_state, state_ids):  # new in the state, hidden from the model (a summary)
-                    if a not in seen:
-                        self._record_message(st, m, current, in_state)
-                for m in request.messages:
-                    aid = self._record_message(st, m, current, request.messages)
-                    if aid is not None:
-                        manifest.append(aid)
-                scope.prompt = tuple((a, st.hashes.get(a, "")) for a in manifest)
-                shown = set(manifest)
-                live = [a for a in state_ids if a and a not in shown and a in st.known] + manifest
+                # Each message is mapped once per session (MessageIds) and only the ones not
+                # recorded yet are visited: O(new messages) Python work per call, not O(history).
+                msgs, in_state = request.messages, state_messages(request)
+                req_ids, new, fresh = st.message_ids.of(msgs, st.known)
+                same = same_messages(in_state, msgs)
+                state_ids, hidden_new, state_fresh = (req_ids, (), ()) if same else st.message_ids.of(in_state,
+                                                                                                     st.known)
+                if new or hidden_new:
+                    seen = set(req_ids)
+                    seen.discard(None)
+                    current = seen.union(state_ids)
+                    current.discard(None)
+                    for i in hidden_new:  # new in the state, hidden from the model (a summary)
+                        if state_ids[i] not in seen:
+                            self._record_message(st, in_state[i], current, in_state)
+                    for i in new:
+                        self._record_message(st, msgs[i], current, msgs)
+                if not same:
+                    st.message_ids.settle(None, state_ids, state_fresh)
+                st.message_ids.settle(msgs, req_ids, fresh)
+                manifest.extend(filter(None, req_ids))
+                scope.prompt_from(manifest, st.hashes)
+                if same:  # every state message is in the prompt
+                    live = manifest
+                else:
+                    shown = set(manifest)
+                    live = [a for a in state_ids if a and a not in shown and a in st.known] + manifest
                 provider, model_name = provider_of(request.model)
-                span = rec.start_span(
+                span = rec.open_span(
                     st,
                     f"{sc.OP_CHAT} {model_name}",
                     attributes={
@@ -348,8 +315,7 @@ class UnseeMiddleware(AgentMiddleware):
                 # Link what is new since the previous model call (and that call's turn,
                 # which links the rest): links stay O(new inputs) in long threads while
                 # the full manifest is on the unsee.artifact.parents attribute.
-                prev = st.last_manifest
-                rec.link(st, span, [a for a in manifest if a not in prev])
+                rec.link_later(st, span, st.new_in(manifest))
             return {"sid": sid, "st": st, "scope": scope, "span": span, "manifest": manifest, "live": live,
                     "model_name": model_name}
         except Exception as exc:
@@ -359,13 +325,13 @@ class UnseeMiddleware(AgentMiddleware):
     def _post_model(self, call, request, response):
         rec, st, span = self.recorder, call["st"], call["span"]
         try:
-            ai = _ai_message_of(response)
+            ai = ai_message_of(response)
             with st.lock:
                 blocks = [aid for aid, _ in call["scope"].blocks]
-                rec.link(st, span, blocks)
+                rec.link_later(st, span, blocks)
                 manifest = list(call["manifest"]) + blocks
                 if ai is None:
-                    span.end()
+                    rec.end_later(st, span)
                     return response
                 if ai.id is None:
                     ai.id = f"lc_unsee-{uuid.uuid4()}"
@@ -378,44 +344,41 @@ class UnseeMiddleware(AgentMiddleware):
                 invalid = list(ai.invalid_tool_calls or [])
                 body = text_of(ai)
                 record = body
+                # each call's JSON once: the turn's list of them is the same text, joined
+                call_json = [record_json({"name": c["name"], "args": c["args"]}) for c in calls]
                 if calls:
-                    record += "\n" + record_json([{"name": c["name"], "args": c["args"]} for c in calls])
+                    record += "\n[" + ", ".join(call_json) + "]"
                 if invalid:  # what the model wrote is in the turn, even when it is not a valid call
                     record += "\n" + record_json([{"name": c.get("name"), "args": c.get("args")} for c in invalid])
                 attrs = {"message_id": ai.id, "tool_calls": len(calls)}
                 if invalid:
                     attrs["invalid_tool_calls"] = len(invalid)
-                mt = rec.artifact(st, ArtifactType.MODEL_TURN, mt_id, record, parents=manifest,
-                                  source_ids=("model:" + call["model_name"],), attrs=attrs)
-                usage = ai.usage_metadata or {}
-                span.set_attributes({
-                    sc.GEN_AI_RESPONSE_ID: ai.id,
-                    sc.GEN_AI_INPUT_TOKENS: int(usage.get("input_tokens", 0)),
-                    sc.GEN_AI_OUTPUT_TOKENS: int(usage.get("output_tokens", mt.token_span[1] - mt.token_span[0])),
-                    sc.GEN_AI_FINISH_REASONS: ["tool_calls" if calls else "stop"],
-                })
-                rec.set_primary(st, span, mt)
+                distinct = st.set_manifest(manifest)  # (the next call links what is new since)
+                mt = rec.record(st, ArtifactType.MODEL_TURN, mt_id, record, parents=manifest, distinct=distinct,
+                                source_ids=("model:" + call["model_name"],), attrs=attrs)
+                rec.set_attributes_later(st, span, _chat_attributes(ai, bool(calls), mt))
+                rec.set_primary_later(st, span, mt)
                 if body:
                     kind = ArtifactType.PLAN if calls else ArtifactType.REPLY
-                    part = rec.artifact(st, kind, short_id(kind.value[:4], ai.id), body,
-                                        parents=(mt_id,), count_tokens=False)
-                    rec.add_artifact_event(st, span, part)
+                    part = rec.record(st, kind, short_id(kind.value[:4], ai.id), body,
+                                      parents=(mt_id,), count_tokens=False)
+                    rec.add_artifact_event_later(st, span, part)
                 tools_by_name = {getattr(t, "name", None): t for t in request.tools or []}
-                for c in calls:
+                for c, text in zip(calls, call_json):
                     cid = tool_call_artifact_id(st.session_id, c.get("id") or "")
                     ret_step = st.next_step()
                     st.return_steps[cid] = ret_step
-                    tc = rec.artifact(
-                        st, ArtifactType.TOOL_CALL, cid, record_json({"name": c["name"], "args": c["args"]}),
-                        parents=(mt_id,), committed=False, count_tokens=False,
+                    tc = rec.record(
+                        st, ArtifactType.TOOL_CALL, cid, text, parents=(mt_id,), committed=False, count_tokens=False,
                         attrs={"tool": c["name"], "call_id": c.get("id"), "return_step": ret_step,
                                "effect": effect_of(tools_by_name.get(c["name"]))},
                     )
-                    rec.add_artifact_event(st, span, tc)
-                st.live = {k: None for k in call["live"] + blocks if st.types.get(k) in MESSAGE_TYPES}
+                    rec.add_artifact_event_later(st, span, tc)
+                st.live = dict.fromkeys(filter(st.message_artifacts.__contains__, chain(call["live"], blocks)))
                 st.live[mt_id] = None
-                st.last_manifest = frozenset(manifest)
-            span.end()
+            rec.end_later(st, span)
+            if not calls:  # the run's last turn, most likely: its records are written as the run ends
+                rec.store.kick(write=True)
         except Exception as exc:
             rec.fail_span(st.session_id, span, exc)
         return response
@@ -454,8 +417,8 @@ class UnseeMiddleware(AgentMiddleware):
                     step = st.next_step()
                 if effect != "read":
                     # Consequential (write/external/undeclared): a splice point before it.
-                    rec.checkpoint(st, CheckpointKind.TOOL_CALL, step=step, langgraph_checkpoint_id=lg_ckpt,
-                                   env=True)
+                    rec.checkpoint_later(st, CheckpointKind.TOOL_CALL, step=step, langgraph_checkpoint_id=lg_ckpt,
+                                         env=True)
                 attrs = {
                     sc.GEN_AI_OPERATION: sc.OP_EXECUTE_TOOL,
                     sc.GEN_AI_TOOL_NAME: name,
@@ -463,8 +426,8 @@ class UnseeMiddleware(AgentMiddleware):
                     sc.GEN_AI_TOOL_TYPE: "function",
                     sc.EFFECT: effect or "undeclared",
                 }
-                span = rec.start_span(st, f"{sc.OP_EXECUTE_TOOL} {name}", attributes=attrs)
-                rec.link(st, span, [cid])
+                span = rec.open_span(st, f"{sc.OP_EXECUTE_TOOL} {name}", attributes=attrs)
+                rec.link_later(st, span, [cid])
             return {"sid": sid, "st": st, "cid": cid, "name": name, "step": step, "effect": effect,
                     "span": span, "call_id": tc.get("id")}
         except Exception as exc:
@@ -474,58 +437,41 @@ class UnseeMiddleware(AgentMiddleware):
     def _post_tool(self, call, result):
         rec, st, span = self.recorder, call["st"], call["span"]
         try:
-            msg = _tool_message_of(result)
+            msg = tool_message_of(result)
             text = text_of(msg) if msg is not None else ""
             with st.lock:
                 aid = tool_return_artifact_id(call["call_id"] or "")
-                a = rec.artifact(
+                a = rec.record(
                     st, ArtifactType.TOOL_RETURN, aid, text, parents=(call["cid"],),
                     source_ids=(f"tool:{call['name']}",), step=call["step"],
                     attrs={"tool": call["name"], "call_id": call["call_id"], "effect": call["effect"],
                            "status": getattr(msg, "status", "success") if msg is not None else "command",
                            "executed": was_executed(msg)},
                 )
-                span.set_attribute(sc.COMMITS, [call["cid"]])
-                rec.set_primary(st, span, a)
-            span.end()
+                rec.set_attributes_later(st, span, {sc.COMMITS: [call["cid"]]})
+                rec.set_primary_later(st, span, a)
+            rec.end_later(st, span)
         except Exception as exc:
             rec.fail_span(st.session_id, span, exc)
         return result
 
 
+def _chat_attributes(ai, calls: bool, mt):
+    """The chat span's response attributes, as of now; the output token fallback (the turn's
+    own token count) once the turn's record is made."""
+    usage = dict(ai.usage_metadata or {})
+    rid, finish = ai.id, ["tool_calls" if calls else "stop"]
 
-def _ai_message_of(response: Any) -> AIMessage | None:
-    if isinstance(response, AIMessage):
-        return response
-    inner = getattr(response, "model_response", None)  # ExtendedModelResponse
-    if inner is not None:
-        response = inner
-    for m in reversed(getattr(response, "result", None) or []):
-        if isinstance(m, AIMessage):
-            return m
-    return None
+    def attributes() -> dict[str, Any]:
+        span = mt.artifact.token_span if "output_tokens" not in usage else (0, 0)
+        return {
+            sc.GEN_AI_RESPONSE_ID: rid,
+            sc.GEN_AI_INPUT_TOKENS: int(usage.get("input_tokens", 0)),
+            sc.GEN_AI_OUTPUT_TOKENS: int(usage.get("output_tokens", span[1] - span[0])),
+            sc.GEN_AI_FINISH_REASONS: finish,
+        }
 
-
-def _tool_message_of(result: Any) -> ToolMessage | None:
-    if isinstance(result, ToolMessage):
-        return result
-    if isinstance(result, Command):
-        update = result.update or {}
-        msgs = update.get("messages", []) if isinstance(update, dict) else []
-        for m in msgs:
-            if isinstance(m, ToolMessage):
-                return m
-    return None
+    return attributes
 
 
-def _artifact_id(session_id: str, message: BaseMessage) -> str | None:
-    mapped = message_artifact(session_id, message)
-    return mapped[0] if mapped is not None else None
-
-
-def _state_messages(request: Any) -> Sequence[BaseMessage]:
-    """The messages of the agent's state a model request was made from (its own messages when
-    the request carries no state)."""
-    state = getattr(request, "state", None)
-    msgs = state.get("messages") if isinstance(state, dict) else None
-    return msgs if isinstance(msgs, list) else request.messages
+_ai_message_of = ai_message_of  # (its older name, imported elsewhere)

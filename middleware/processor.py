@@ -27,6 +27,7 @@ def span_row(span: ReadableSpan, session_id: str) -> SpanRow:
     """A storable, exportable copy of a finished span."""
     ctx = span.context
     parent = span.parent
+    resource = span.resource
     return SpanRow(
         session_id=session_id,
         trace_id=_hex(ctx.trace_id, 32),
@@ -51,7 +52,7 @@ def span_row(span: ReadableSpan, session_id: str) -> SpanRow:
         ],
         status_code=span.status.status_code.name,
         status_description=span.status.description,
-        resource=_plain(span.resource.attributes) if span.resource else {},
+        resource=_resource(resource) if resource else {},
         scope=span.instrumentation_scope.name if span.instrumentation_scope else "",
     )
 
@@ -60,6 +61,19 @@ def _plain(attrs: Any) -> dict[str, Any]:
     if not attrs:
         return {}
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in attrs.items()}
+
+
+_resources: dict[int, tuple[Any, dict[str, Any]]] = {}
+
+
+def _resource(resource: Any) -> dict[str, Any]:
+    """The plain attributes of a (frozen) resource, made once per resource (a copy each time)."""
+    hit = _resources.get(id(resource))
+    if hit is None or hit[0] is not resource:
+        if len(_resources) >= 64:
+            _resources.clear()
+        hit = _resources[id(resource)] = (resource, _plain(resource.attributes))
+    return dict(hit[1])
 
 
 def records_session(attrs: Any) -> str | None:
@@ -78,7 +92,10 @@ def batch_from_span(span: ReadableSpan) -> Batch | None:
     session_id = str(session_id)
     trace_id = _hex(span.context.trace_id, 32)
     span_id = _hex(span.context.span_id, 16)
-    batch = Batch(session_id=session_id, span=span_row(span, session_id))
+    row = span_row(span, session_id)
+    batch = Batch(session_id=session_id, span=row)
+    # decoded from the row's plain dicts (the span's own mappings answer through Python code)
+    attrs = row.attributes
     batch.tokenizer = attrs.get(sc.TOKENIZER)
     primary = sc.artifact_from_attributes(attrs, session_id, trace_id, span_id)
     if primary is not None:
@@ -86,13 +103,13 @@ def batch_from_span(span: ReadableSpan) -> Batch | None:
     cp = sc.checkpoint_from_attributes(attrs, session_id)
     if cp is not None:
         batch.checkpoints.append(cp)
-    for event in span.events:
-        eattrs = event.attributes or {}
-        if event.name == sc.ARTIFACT_EVENT:
+    for event in row.events:
+        eattrs = event["attributes"]
+        if event["name"] == sc.ARTIFACT_EVENT:
             a = sc.artifact_from_attributes(eattrs, session_id, trace_id, span_id)
             if a is not None:
                 batch.artifacts.append(a)
-        elif event.name == sc.CHECKPOINT_EVENT:
+        elif event["name"] == sc.CHECKPOINT_EVENT:
             c = sc.checkpoint_from_attributes(eattrs, session_id)
             if c is not None:
                 batch.checkpoints.append(c)

@@ -10,19 +10,21 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
 
 from . import semconv as sc
-from .context import configurable
+from .deferred import MAX_EVENTS_PER_SPAN, DeferredRecording, TaskQueue, session_attributes  # noqa: F401
 from .errors import SessionBusy
 from .hashing import ContentHasher, short_id
 from .interception import InterceptorRegistry
@@ -33,7 +35,6 @@ from .tokens import TokenCounter
 
 log = logging.getLogger("unsee.recorder")
 
-MAX_EVENTS_PER_SPAN = 100
 #: Optional hook returning an environment snapshot id for a session (sandbox).
 EnvSnapshotter = Callable[[str], "str | None"]
 
@@ -48,9 +49,26 @@ class ModelCallScope:
     """
 
     blocks: list[tuple[str, str]] = field(default_factory=list)  # (artifact id, injected text)
-    #: the recorded prompt of the call as the recorder saw it: (artifact id, content hash) of
-    #: each manifest entry, in order (a replay compares it with a recorded turn's)
-    prompt: tuple[tuple[str, str], ...] = ()
+    _prompt: tuple[tuple[str, str], ...] | None = field(default=None, repr=False)
+    _prompt_of: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def prompt(self) -> tuple[tuple[str, str], ...]:
+        """The recorded prompt of the call as the recorder saw it: (artifact id, content hash)
+        of each manifest entry, in order (a replay compares it with a recorded turn's). Made
+        when first asked for: a long thread's prompt is long, and only a replay asks."""
+        if self._prompt is None:
+            self._prompt = self._prompt_of() if self._prompt_of is not None else ()
+            self._prompt_of = None
+        return self._prompt
+
+    @prompt.setter
+    def prompt(self, value: tuple[tuple[str, str], ...]) -> None:
+        self._prompt, self._prompt_of = tuple(value), None
+
+    def prompt_from(self, manifest: list[str], hashes: dict[str, str]) -> None:
+        """The prompt is ``manifest`` with the content hashes ``hashes`` holds (made when asked)."""
+        self._prompt, self._prompt_of = None, lambda: tuple(zip(manifest, map(hashes.get, manifest, repeat(""))))
 
 
 current_scope: contextvars.ContextVar[ModelCallScope | None] = contextvars.ContextVar(
@@ -66,25 +84,24 @@ current_producer: contextvars.ContextVar[tuple[str, str] | None] = contextvars.C
 STALE_WINDOW_S = 60.0
 
 
-def session_attributes(st: SessionState) -> dict[str, Any]:
-    """The session a thread's spans belong to: the thread itself, or — in a forget's replay,
-    which rebuilds the session in a scratch thread (``configurable.unsee_session``) — the
-    session, with the scratch thread and the event in their own attributes. So a trace
-    backend finds the rebuilt part under the session's id."""
-    if st.span_attrs is None:
-        conf = configurable()
-        real = str(conf.get("unsee_session") or st.session_id)
-        attrs: dict[str, Any] = {sc.SESSION: real, sc.GEN_AI_CONVERSATION_ID: real}
-        if real != st.session_id:
-            attrs[sc.RECORDED_IN] = st.session_id
-            if conf.get("unsee_event"):
-                attrs[sc.REPLAY_EVENT] = str(conf["unsee_event"])
-        st.span_attrs = attrs
-    return st.span_attrs
+def _after_tasks(fn):
+    """A synchronous primitive: the queued recording work is done first (its token offsets and
+    span contexts are this one's input), and none runs elsewhere meanwhile."""
+
+    @functools.wraps(fn)
+    def call(self, *args, **kwargs):
+        with self.tasks.lock:
+            self.tasks.run()
+            return fn(self, *args, **kwargs)
+
+    return call
 
 
-class Recorder:
-    """Records one or many sessions into a store through OpenTelemetry spans."""
+class Recorder(DeferredRecording):
+    """Records one or many sessions into a store through OpenTelemetry spans.
+
+    The hooks hand most of the work to :attr:`tasks` (:mod:`.deferred`); the
+    primitives below are the synchronous ones (the memory middleware's)."""
 
     def __init__(
         self,
@@ -103,6 +120,8 @@ class Recorder:
         self.env_snapshotter = env_snapshotter
         self.failures = 0
         self._states: dict[str, SessionState] = {}
+        #: session id -> (artifacts, checkpoints) its state is first built from (``seed_state``)
+        self._seeds: dict[str, tuple[list, list]] = {}
         self._states_lock = threading.Lock()
         self._span_content: dict[str, str] = {}
         self.interceptors = InterceptorRegistry()
@@ -115,6 +134,13 @@ class Recorder:
         self.leases: Any = None
         #: sessions whose run lease this process's runs hold (one hold per session)
         self._leased: set[str] = set()
+        #: recording work handed off by the hooks; the store's writer runs it before each write
+        self.tasks = TaskQueue()
+        add_producer = getattr(store, "add_producer", None)
+        if add_producer is not None:
+            add_producer(self.tasks.run)
+        #: system prompt text -> its artifact id (hashing a long prompt on every call costs)
+        self._system_ids: dict[str, str] = {}
 
     # -- session state ----------------------------------------------------
     def state(self, session_id: str, model: object | None = None) -> SessionState:
@@ -122,7 +148,10 @@ class Recorder:
             st = self._states.get(session_id)
             if st is None:
                 counter = self.counter_factory(model)
-                if self.store.has_session(session_id, flush=False):
+                seed = self._seeds.pop(session_id, None)
+                if seed is not None:
+                    st = SessionState.rebuild(session_id, counter, *seed)
+                elif self.store.has_session(session_id, flush=False):
                     st = SessionState.rebuild(
                         session_id, counter, self.store.artifacts(session_id),
                         self.store.checkpoints(session_id),
@@ -131,6 +160,14 @@ class Recorder:
                     st = SessionState(session_id=session_id, counter=counter)
                 self._states[session_id] = st
             return st
+
+    def seed_state(self, session_id: str, artifacts: list, checkpoints: list) -> None:
+        """Build ``session_id``'s state, when first needed, from these records instead of
+        reading the store: a replay's fork hands over its source's prefix, which the caller
+        already holds, so the fork's first turn does not read the whole session back."""
+        with self._states_lock:
+            self._states.pop(session_id, None)
+            self._seeds[session_id] = (list(artifacts), list(checkpoints))
 
     # -- runs and agents -------------------------------------------------
     def mark_running(self, session_id: str, running: bool) -> None:
@@ -162,16 +199,20 @@ class Recorder:
         return "waited"
 
     def release_run(self, session_id: str) -> None:
-        """Give the run lease back (idempotent: only the first call of a run releases)."""
+        """Give the run lease back (idempotent: only the first call of a run releases).
+
+        The lease row is updated by a task (the writer's, as the run ends): a forget of this
+        process runs the tasks first (``exclusive``), one of another process polls for it."""
         if self.leases is not None and session_id in self._leased:
             self._leased.discard(session_id)
-            self.leases.release(session_id, "run")
+            self.tasks.put(self.leases.release, session_id, "run")
 
     @contextlib.contextmanager
     def exclusive(self, session_id: str, wait: bool = True):
         """No run on the session, in this process or another, while the block runs (a forget,
         an erasure): waits for this process's runs, then holds the session's forget lease."""
         self.wait_idle(session_id, wait=wait)
+        self.tasks.run()  # (the run leases this process's runs gave back among them)
         if self.leases is None:
             yield
             return
@@ -199,6 +240,7 @@ class Recorder:
         """Drop cached bookkeeping (the store stays the source of truth)."""
         with self._states_lock:
             self._states.pop(session_id, None)
+            self._seeds.pop(session_id, None)
 
     def fail(self, session_id: str | None, exc: BaseException) -> None:
         self.failures += 1
@@ -210,11 +252,13 @@ class Recorder:
         """A recording failure inside an operation: count it and still close the span."""
         self.fail(session_id, exc)
         try:
+            self.tasks.run()  # (what is queued for the span first)
             span.end()
         except Exception:
             log.debug("ending the span of a failed recording failed", exc_info=True)
 
     # -- primitives -------------------------------------------------------
+    @_after_tasks
     def artifact(
         self,
         st: SessionState,
@@ -258,6 +302,7 @@ class Recorder:
                 links.append(Link(ctx, {"unsee.link.artifact": p}))
         return links
 
+    @_after_tasks
     def start_span(
         self,
         st: SessionState,
@@ -280,6 +325,7 @@ class Recorder:
             links = self.links_for(st, primary.parents)
         return self.tracer.start_span(name, context=parent_ctx, kind=kind, attributes=attrs, links=links)
 
+    @_after_tasks
     def link(self, st: SessionState, span: Span, artifact_ids: Iterable[str]) -> None:
         """Add span links to the spans that recorded ``artifact_ids`` (data-flow parents)."""
         add = getattr(span, "add_link", None)
@@ -290,6 +336,7 @@ class Recorder:
             if ctx is not None:
                 add(ctx, {"unsee.link.artifact": aid})
 
+    @_after_tasks
     def set_primary(self, st: SessionState, span: Span, a: Artifact) -> None:
         """Attach the primary artifact once it is known (after the operation ran).
 
@@ -299,6 +346,7 @@ class Recorder:
         span.set_attributes(sc.artifact_attributes(a, self._content(st, a)))
         st.remember(a, span.get_span_context())
 
+    @_after_tasks
     def add_artifact_event(self, st: SessionState, span: Span, a: Artifact) -> None:
         # Span processors cap events per span (128 by default, and a user's
         # provider may set less): past a margin, an artifact gets its own span.
@@ -308,6 +356,7 @@ class Recorder:
         span.add_event(sc.ARTIFACT_EVENT, sc.artifact_attributes(a, self._content(st, a)))
         st.remember(a, span.get_span_context())
 
+    @_after_tasks
     def emit(self, st: SessionState, name: str, a: Artifact, attributes: dict[str, Any] | None = None) -> None:
         """A short span whose only job is to carry one artifact."""
         span = self.start_span(st, name, a, attributes)
@@ -319,6 +368,7 @@ class Recorder:
             return None
         return self._span_content.pop(a.id, None)
 
+    @_after_tasks
     def checkpoint(
         self,
         st: SessionState,
@@ -357,14 +407,21 @@ class Recorder:
 
     # -- ids --------------------------------------------------------------
     def system_prompt_id(self, st: SessionState, text: str) -> str:
-        return short_id("sys", self.hasher.hash(text))
+        aid = self._system_ids.get(text)
+        if aid is None:
+            if len(self._system_ids) >= 256:
+                self._system_ids.clear()
+            aid = self._system_ids[text] = short_id("sys", self.hasher.hash(text))
+        return aid
 
     def ensure_system_prompt(self, st: SessionState, text: str) -> str:
+        """The system prompt's artifact id, recorded in the session the first time (its token
+        count is taken once per prompt text, not once per session)."""
         aid = self.system_prompt_id(st, text)
         if aid not in st.known:
-            a = self.artifact(st, ArtifactType.PROMPT_BLOCK, aid, text, source_ids=("system_prompt",),
-                              attrs={"role": "system"})
-            self.emit(st, "prompt_block system", a)
+            p = self.record(st, ArtifactType.PROMPT_BLOCK, aid, text, source_ids=("system_prompt",),
+                            attrs={"role": "system"}, count_once=True)
+            self.emit_later(st, "prompt_block system", p)
         return aid
 
 

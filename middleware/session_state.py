@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import Span, SpanContext, TraceFlags
 
 from .records import Artifact, ArtifactType
 from .tokens import TokenCounter
+
+if TYPE_CHECKING:
+    from .messages import MessageIds
 
 #: Artifact types that stand for a message in the agent's ``messages`` state.
 MESSAGE_TYPES = frozenset(
@@ -39,18 +43,32 @@ class SessionState:
     hashes: dict[str, str] = field(default_factory=dict)
     #: message artifacts currently in the agent's state (not compacted away)
     live: dict[str, None] = field(default_factory=dict)
+    #: the known ids whose type is one of MESSAGE_TYPES
+    message_artifacts: set[str] = field(default_factory=set)
     #: memory source key -> latest memory_write artifact id in this session
     last_write: dict[str, str] = field(default_factory=dict)
     #: tool call artifact id -> step reserved for its return
     return_steps: dict[str, int] = field(default_factory=dict)
-    #: the previous model call's prompt manifest (links are added for what is new)
-    last_manifest: frozenset[str] = frozenset()
+    #: the previous model call's prompt manifest (links are added for what is new), and its set
+    last_manifest: list[str] = field(default_factory=list)
+    last_manifest_set: set[str] = field(default_factory=set)
+    last_manifest_distinct: bool = True
     root: Span | None = None
     cache_handle: str | None = None
     cache_offset: int | None = None
     started: bool = False
     #: the session attributes of this thread's spans (computed once, in the thread's first run)
     span_attrs: dict | None = None
+    _message_ids: Any = field(default=None, repr=False)
+
+    @property
+    def message_ids(self) -> "MessageIds":
+        """The session's message -> artifact id map (made on first use: it needs LangChain)."""
+        if self._message_ids is None:
+            from .messages import MessageIds
+
+            self._message_ids = MessageIds(self.session_id)
+        return self._message_ids
 
     def next_seq(self) -> int:
         self.seq += 1
@@ -65,12 +83,37 @@ class SessionState:
         self.offset += n_tokens
         return (start, self.offset)
 
+    def new_in(self, manifest: list[str]) -> list[str]:
+        """The ids of ``manifest`` not in the previous call's (O(new) when it extends that one)."""
+        prev, seen = self.last_manifest, self.last_manifest_set
+        n0 = len(prev)
+        tail = manifest[n0:] if n0 and len(manifest) >= n0 and manifest[:n0] == prev else manifest
+        return [a for a in tail if a not in seen]
+
+    def set_manifest(self, manifest: list[str]) -> bool:
+        """``manifest`` is the model call's (kept for the next call's :meth:`new_in`); whether
+        its ids are distinct (known without a pass over it when it extends the previous one)."""
+        prev, seen = self.last_manifest, self.last_manifest_set
+        n0 = len(prev)
+        if n0 and len(manifest) >= n0 and manifest[:n0] == prev:
+            before = len(seen)
+            seen.update(manifest[n0:])
+            distinct = self.last_manifest_distinct and len(seen) == before + len(manifest) - n0
+        else:
+            self.last_manifest_set = set(manifest)
+            distinct = len(self.last_manifest_set) == len(manifest)
+        self.last_manifest, self.last_manifest_distinct = manifest, distinct
+        return distinct
+
     def remember(self, a: Artifact, ctx: SpanContext | None) -> None:
         self.known[a.id] = ctx
         self.types[a.id] = a.type
         self.hashes[a.id] = a.content_hash
         if a.type in MESSAGE_TYPES:
+            self.message_artifacts.add(a.id)
             self.live[a.id] = None
+        else:
+            self.message_artifacts.discard(a.id)
 
     @classmethod
     def rebuild(cls, session_id: str, counter: TokenCounter, artifacts: list[Artifact], checkpoints) -> "SessionState":

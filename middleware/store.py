@@ -25,9 +25,11 @@ so several processes and machines share one store (docs/deployment.md).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import secrets
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +42,53 @@ from .store_schema import (SCHEMA, TEXT_KEYS, VAULT_SCHEMA, SpanRow, artifact_fr
                            span_from_row)
 from .store_writer import Batch, BatchWriter
 
-__all__ = ["Batch", "ProvenanceStore", "SpanRow"]
+__all__ = ["Batch", "ProvenanceStore", "SessionSlice", "SliceMark", "SpanRow"]
+
+#: rewrite epochs, unique in the process (``next`` is atomic: two bumps never read alike)
+_EPOCHS = itertools.count(1)
+#: ids per ``IN (...)`` list (well under SQLite's and PostgreSQL's parameter limits)
+_CHUNK = 500
+
+
+@dataclass(frozen=True)
+class SliceMark:
+    """Where a :class:`SessionSlice` read up to (hand it to the next ``records_since``)."""
+
+    artifact_seq: int
+    checkpoint_seq: int
+    #: SQLite: the tables' largest rowids then (a row written later has a larger one);
+    #: PostgreSQL: the session's row counts then
+    artifacts_at: int
+    checkpoints_at: int
+
+
+@dataclass(frozen=True)
+class SessionSlice:
+    """One session's records after a :class:`SliceMark` (:meth:`ProvenanceStore.records_since`).
+
+    ``stamp`` changes whenever records of the session may have been changed other than by
+    appending: this process's rewrites (forget forks and commits, dropped sessions, erasure,
+    edited content, content recorded again), and on SQLite a commit by any other connection
+    to either file. None when such a change ran while the slice was read (do not trust it
+    past this read). ``exact``: whether the stamp sees every other process's writes
+    (SQLite); on PostgreSQL it sees only the session row (recreated) and its commit journal,
+    so a caller also asks the session leases.
+
+    ``artifacts`` / ``checkpoints``: those with seq after the mark's, in seq order, with the
+    ``contents`` of those artifacts (of every artifact when read in full); ``appended``:
+    whether they are all that was written since the mark (False when a row arrived with a
+    seq below the mark's: spans can end out of order); ``committed``: the ids among those
+    asked about whose records are committed by now; ``mark``: where this slice read up to.
+    """
+
+    stamp: tuple | None
+    exact: bool
+    appended: bool
+    mark: SliceMark
+    artifacts: list[Artifact] = field(default_factory=list)
+    checkpoints: list[Checkpoint] = field(default_factory=list)
+    contents: dict[str, str] = field(default_factory=dict)
+    committed: frozenset[str] = frozenset()
 
 
 class ProvenanceStore(BatchWriter, SessionReplacement):
@@ -164,17 +212,23 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
                 return s
         raise SessionNotFound(session_id)
 
+    def _forked_rows(self, table: str, session_id: str) -> list[tuple]:
+        """``table``'s rows of a session in seq order, a fork's source prefix included
+        (a replay's scratch session reads its source's records below the fork seq)."""
+        rows = self._rows(f"SELECT * FROM {table} WHERE session_id=? ORDER BY seq", (session_id,))
+        fork = self.fork_of(session_id)
+        if fork is None:
+            return rows
+        src, at = fork
+        prefix = self._rows(f"SELECT * FROM {table} WHERE session_id=? AND seq<? ORDER BY seq", (src, at))
+        # the rows keep their source's session id in column 0: they are reported as the fork's
+        return [(session_id, *r[1:]) for r in prefix] + rows
+
     def artifacts(self, session_id: str) -> list[Artifact]:
-        rows = self._rows(
-            "SELECT * FROM artifacts WHERE session_id=? ORDER BY seq", (session_id,)
-        )
-        return [artifact_from_row(r) for r in rows]
+        return [artifact_from_row(r) for r in self._forked_rows("artifacts", session_id)]
 
     def checkpoints(self, session_id: str) -> list[Checkpoint]:
-        rows = self._rows(
-            "SELECT * FROM checkpoints WHERE session_id=? ORDER BY seq", (session_id,)
-        )
-        return [checkpoint_from_row(r) for r in rows]
+        return [checkpoint_from_row(r) for r in self._forked_rows("checkpoints", session_id)]
 
     def spans(self, session_id: str) -> list[SpanRow]:
         rows = self._rows(
@@ -189,6 +243,11 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
                 "SELECT content FROM content WHERE session_id=? AND artifact_id=?",
                 (session_id, artifact_id),
             ).fetchone()
+        if row is None and (fork := self.fork_of(session_id)) is not None:
+            with self._read_lock:
+                below = self._db.execute("SELECT 1 FROM artifacts WHERE session_id=? AND id=? AND seq<?",
+                                         (fork[0], artifact_id, fork[1])).fetchone()
+            return self.content(fork[0], artifact_id) if below else None
         return row[0] if row else None
 
     def contents(self, session_id: str) -> dict[str, str]:
@@ -197,7 +256,190 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
             rows = self._vault.execute(
                 "SELECT artifact_id, content FROM content WHERE session_id=?", (session_id,)
             ).fetchall()
-        return dict(rows)
+        fork = self.fork_of(session_id)
+        if fork is None:
+            return dict(rows)
+        src, at = fork
+        with self._read_lock:
+            below = {r[0] for r in self._db.execute("SELECT id FROM artifacts WHERE session_id=? AND seq<?",
+                                                    (src, at))}
+        inherited = {k: v for k, v in self.contents(src).items() if k in below}
+        return {**inherited, **dict(rows)}
+
+    # -- incremental reading (graph caches) ---------------------------------
+    def records_since(self, session_id: str, since: SliceMark | None = None,
+                      uncommitted: Collection[str] = ()) -> SessionSlice:
+        """The session's artifacts and checkpoints recorded after ``since`` (None: all of
+        them, with every content, as :meth:`contents`), and which of the ``uncommitted``
+        artifact ids are committed now; ``SessionNotFound`` when it is not recorded.
+
+        One read of this process's store (nothing of it is written meanwhile); its
+        ``stamp`` and ``appended`` tell a cache whether what it read before is still the
+        session's (see :class:`SessionSlice`). On SQLite it costs what was written since
+        ``since`` (in any session); on PostgreSQL, plus a count of the session's rows.
+        A replay's scratch fork (which reads its source's prefix) is read whole, unstamped.
+        """
+        self.flush()
+        low = -(1 << 62)
+        with self._read_lock:
+            fork = self.fork_of(session_id)
+            if fork is None:
+                before = self._stamp(session_id)
+                if before is None:
+                    raise SessionNotFound(session_id)
+                a_seq = since.artifact_seq if since else low
+                c_seq = since.checkpoint_seq if since else low
+                arts = [artifact_from_row(r) for r in self._db.execute(
+                    "SELECT * FROM artifacts WHERE session_id=? AND seq>? ORDER BY seq", (session_id, a_seq))]
+                ckpts = [checkpoint_from_row(r) for r in self._db.execute(
+                    "SELECT * FROM checkpoints WHERE session_id=? AND seq>? ORDER BY seq", (session_id, c_seq))]
+                if since is None:
+                    contents = dict(self._vault.execute(
+                        "SELECT artifact_id, content FROM content WHERE session_id=?", (session_id,)).fetchall())
+                else:
+                    contents = dict(self._in_chunks(
+                        self._vault, "SELECT artifact_id, content FROM content WHERE session_id=? AND artifact_id IN",
+                        session_id, [a.id for a in arts]))
+                committed = frozenset(r[0] for r in self._in_chunks(
+                    self._db, "SELECT id FROM artifacts WHERE session_id=? AND committed=1 AND id IN", session_id,
+                    list(uncommitted)))
+                marks = [self._written_since(t, session_id, since) for t in ("artifacts", "checkpoints")]
+                after = self._stamp(session_id)
+        if fork is not None:
+            self.require(session_id)
+            arts, ckpts = self.artifacts(session_id), self.checkpoints(session_id)
+            return SessionSlice(stamp=None, exact=self.pool is None, appended=False,
+                                mark=SliceMark(low, low, 0, 0), artifacts=arts, checkpoints=ckpts,
+                                contents=self.contents(session_id))
+        (a_at, a_new), (c_at, c_new) = marks
+        if self.pool is None:  # rows written since the mark's rowids
+            appended = since is None or (a_new == len(arts) and c_new == len(ckpts))
+        else:  # the session's counts then and now
+            appended = (a_at == (since.artifacts_at if since else 0) + len(arts)
+                        and c_at == (since.checkpoints_at if since else 0) + len(ckpts))
+        mark = SliceMark(arts[-1].seq if arts else a_seq, ckpts[-1].seq if ckpts else c_seq, a_at, c_at)
+        return SessionSlice(stamp=before if after == before else None, exact=self.pool is None,
+                            appended=appended, mark=mark, artifacts=arts, checkpoints=ckpts, contents=contents,
+                            committed=committed)
+
+    def _written_since(self, table: str, session_id: str, since: SliceMark | None) -> tuple[int, int]:
+        """SQLite: (the table's largest rowid, rows of the session written after ``since``'s);
+        PostgreSQL: (the session's row count, 0). Under ``_read_lock``."""
+        if self.pool is not None:
+            return self._db.execute(f"SELECT COUNT(*) FROM {table} WHERE session_id=?", (session_id,)).fetchone()[0], 0
+        top = self._db.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()[0] or 0
+        if since is None:
+            return top, 0
+        at = since.artifacts_at if table == "artifacts" else since.checkpoints_at
+        # rowid order: a new row gets a larger rowid than every row there (deletions, which
+        # could hand one out again, and VACUUM, which renumbers, move the stamp first);
+        # "+session_id" keeps SQLite on the rowid range instead of the session's index
+        return top, self._db.execute(f"SELECT COUNT(*) FROM {table} WHERE rowid>? AND +session_id=?",
+                                     (at, session_id)).fetchone()[0]
+
+    def _stamp(self, session_id: str) -> tuple | None:
+        """What moves when the session's records may have been rewritten, None when it is not
+        recorded (under ``_read_lock``). The epoch goes first: a rewrite bumps it before and after."""
+        epoch = (self._rewrite_epoch, self.__dict__.get("_session_epochs", {}).get(session_id, 0))
+        row = self._db.execute(
+            "SELECT created_ns, (SELECT COUNT(*) FROM commits WHERE session_id=?),"
+            " (SELECT COUNT(*) FROM commits WHERE session_id=? AND state='done')"
+            " FROM sessions WHERE session_id=?", (session_id,) * 3).fetchone()
+        if row is None:
+            return None
+        if self.pool is not None:
+            return (epoch, *row)
+        # SQLite: moves whenever another connection committed to the file
+        return (epoch, *row, self._db.execute("PRAGMA data_version").fetchone()[0],
+                self._vault.execute("PRAGMA data_version").fetchone()[0])
+
+    @staticmethod
+    def _in_chunks(conn: Db, sql: str, session_id: str, ids: list[str]) -> list[tuple]:
+        out: list[tuple] = []
+        for k in range(0, len(ids), _CHUNK):
+            part = ids[k:k + _CHUNK]
+            out += conn.execute(f"{sql} ({','.join('?' * len(part))})", (session_id, *part)).fetchall()
+        return out
+
+    #: bumped (to a process-unique value) before and after every change of recorded
+    #: records other than the writer appending new ones (see ``records_since``): the store's
+    #: for a change that may touch any session, a session's own (``_session_epochs``) for
+    #: one that touches that session only
+    _rewrite_epoch = 0
+
+    def add_rewrite_listener(self, fn: Callable[[str | None], None]) -> None:
+        """Call ``fn(session_id)`` at every rewrite (``None``: any session may have changed),
+        e.g. a cache dropping what it holds at once, so erased text does not linger in memory.
+        ``fn`` must not block nor take locks that a reader of this store may hold while it
+        waits for the store."""
+        self.__dict__.setdefault("_rewrite_listeners", []).append(fn)  # (made at first use)
+
+    def _rewrote(self, *sessions: str) -> None:
+        if sessions:
+            epochs = self.__dict__.setdefault("_session_epochs", {})
+            for sid in sessions:
+                epochs[sid] = next(_EPOCHS)
+        else:
+            self._rewrite_epoch = next(_EPOCHS)
+        for fn in self.__dict__.get("_rewrite_listeners", ()):
+            for sid in sessions or (None,):
+                fn(sid)
+
+    @contextlib.contextmanager
+    def _rewriting(self, *sessions: str) -> Iterator[None]:
+        # before: a reader that overlaps sees the epoch move; after: one that read the old
+        # records under the old epoch sees it again once the change is done. ``sessions``:
+        # the only sessions the change touches (none named: any of them)
+        self._rewrote(*sessions)
+        try:
+            yield
+        finally:
+            self._rewrote(*sessions)
+
+    # The mixin's rewrites, with the epoch bumped around them (behaviour otherwise theirs).
+    def clone_prefix(self, src: str, dst: str, before_seq: int) -> None:
+        with self._rewriting(dst):  # a copy-on-write fork: ``src`` is only read
+            super().clone_prefix(src, dst, before_seq)
+
+    def replace_session(self, session_id: str, scratch_id: str, event_id: str, since_ns: int) -> None:
+        with self._rewriting(session_id, scratch_id):
+            super().replace_session(session_id, scratch_id, event_id, since_ns)
+
+    def drop_session(self, session_id: str) -> None:
+        with self._rewriting(session_id):
+            super().drop_session(session_id)
+
+    def set_content(self, session_id: str, artifact_id: str, content: str | None) -> None:
+        with self._rewriting(session_id):
+            super().set_content(session_id, artifact_id, content)
+
+    def _write(self, batches: list[Batch]) -> None:
+        # The writer appends; content written for an artifact whose record is already stored
+        # (the same artifact recorded again) changes what a cached graph holds: a rewrite.
+        with self._read_lock:
+            try:
+                again = self._content_rewrites(batches)
+            except Exception:  # (the write itself goes on; not knowing counts as a rewrite)
+                again = True
+            if again:
+                self._rewrote()
+            try:
+                super()._write(batches)
+            finally:
+                if again:
+                    self._rewrote()
+
+    def _content_rewrites(self, batches: list[Batch]) -> bool:
+        ids: dict[str, list[str]] = {}
+        for b in batches:
+            if b.content:
+                ids.setdefault(b.session_id, []).extend(b.content)
+        recorded: set[tuple[str, str]] = {(b.session_id, a.id) for b in batches for a in b.artifacts}
+        for sid, aids in ids.items():
+            left = [a for a in dict.fromkeys(aids) if (sid, a) not in recorded]
+            if left and self._in_chunks(self._db, "SELECT id FROM artifacts WHERE session_id=? AND id IN", sid, left):
+                return True
+        return False
 
     # -- erasure ---------------------------------------------------------
     @contextlib.contextmanager
@@ -205,7 +447,7 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
         """(provenance, vault) databases with nothing queued and no reader or writer of this
         store running in this process: for maintenance such as erasure's scrubs."""
         self.flush()
-        with self._read_lock:
+        with self._rewriting(), self._read_lock:  # (what is done with them is a rewrite)
             yield self._db, self._vault
 
     def files(self) -> list:
@@ -272,7 +514,7 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
         starting with ``thread_prefix`` (a replay's scratch thread) at the session's own
         thread: erasure copies those checkpoints there, ids kept, and removes the scratch thread."""
         self.flush()
-        with self._read_lock:
+        with self._rewriting(session_id), self._read_lock:
             return self._db.execute(
                 "UPDATE checkpoints SET langgraph_thread_id=? WHERE session_id=?"
                 " AND substr(langgraph_thread_id, 1, length(?))=?",

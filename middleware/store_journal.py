@@ -1,7 +1,7 @@
 """Forking and replacing sessions, and the commit journal that makes a replacement roll forward.
 
-What the forget operator does to the records: copy a session's clean prefix
-into a scratch session (:meth:`SessionReplacement.clone_prefix`), journal a
+What the forget operator does to the records: fork a session's clean prefix
+into a scratch session, copy-on-write (:meth:`SessionReplacement.clone_prefix`), journal a
 commit before its first write (:meth:`~SessionReplacement.begin_commit`), make
 the scratch session's records the session's (:meth:`~SessionReplacement.replace_session`,
 idempotent, so a crashed commit is finished by a retry), and edit or drop
@@ -35,40 +35,40 @@ class SessionReplacement:
     _incomplete: dict[str, int]
 
     def clone_prefix(self, src: str, dst: str, before_seq: int) -> None:
-        """Copy ``src``'s artifacts and checkpoints with seq < ``before_seq`` (and their
-        content) into session ``dst``, replacing whatever ``dst`` held."""
+        """Make session ``dst`` a fork of ``src`` at ``before_seq``, replacing whatever ``dst`` held.
+
+        Copy-on-write: nothing is copied. ``dst`` reads ``src``'s artifacts and
+        checkpoints with seq < ``before_seq`` (and their content) as its own
+        (:meth:`fork_of`; the store's readers follow it) and records its own
+        from there, so a fork costs the same at turn 20 and turn 400. ``src``
+        must not change below ``before_seq`` while the fork lives (the forget
+        holds the session)."""
         self.flush()
         now = time.time_ns()
         with self._read_lock:
             db, vault = self._db, self._vault
             with vault.transaction():
                 vault.execute("DELETE FROM content WHERE session_id=?", (dst,))
-                vault.execute("INSERT INTO content SELECT ?, artifact_id, content FROM content WHERE session_id=?",
-                              (dst, src))
             with db.transaction():
                 for table in ("artifacts", "checkpoints", "spans", "sessions"):
                     db.execute(f"DELETE FROM {table} WHERE session_id=?", (dst,))
                 db.execute(
                     "INSERT INTO sessions(session_id, created_ns, updated_ns, tokenizer, meta)"
                     " SELECT ?, ?, ?, tokenizer, ? FROM sessions WHERE session_id=?",
-                    (dst, now, now, json.dumps({"scratch_of": src}), src),
+                    (dst, now, now, json.dumps({"scratch_of": src, "fork_seq": int(before_seq)}), src),
                 )
-                cols = ",".join(c for c in ARTIFACT_COLS if c != "session_id")
-                db.execute(
-                    f"INSERT INTO artifacts(session_id,{cols}) SELECT ?,{cols} FROM artifacts"
-                    " WHERE session_id=? AND seq<?", (dst, src, before_seq),
-                )
-                cols = ",".join(c for c in CHECKPOINT_COLS if c != "session_id")
-                db.execute(
-                    f"INSERT INTO checkpoints(session_id,{cols}) SELECT ?,{cols} FROM checkpoints"
-                    " WHERE session_id=? AND seq<?", (dst, src, before_seq),
-                )
-            kept = {r[0] for r in db.execute("SELECT id FROM artifacts WHERE session_id=?", (dst,))}
-            # the vault may be another file (SQLite) or the same database: the ids travel as values
-            dropped = [(dst, r[0]) for r in vault.execute("SELECT artifact_id FROM content WHERE session_id=?", (dst,))
-                       if r[0] not in kept]
-            with vault.transaction():
-                vault.executemany("DELETE FROM content WHERE session_id=? AND artifact_id=?", dropped)
+
+    def fork_of(self, session_id: str) -> tuple[str, int] | None:
+        """(source session, fork seq) when ``session_id`` is a fork made by :meth:`clone_prefix`
+        (its records below the fork seq are the source's), else None. Reads what is written
+        (no flush: a fork's row is written synchronously)."""
+        with self._read_lock:
+            row = self._db.execute("SELECT meta FROM sessions WHERE session_id=?", (session_id,)).fetchone()
+        if not row or not row[0] or "fork_seq" not in row[0]:
+            return None
+        meta = json.loads(row[0])
+        src, at = meta.get("scratch_of"), meta.get("fork_seq")
+        return (src, int(at)) if isinstance(src, str) and isinstance(at, int) else None
 
     def begin_commit(self, event_id: str, session_id: str, scratch_id: str, since_ns: int,
                      payload: str | None = None) -> None:
@@ -100,31 +100,47 @@ class SessionReplacement:
     def replace_session(self, session_id: str, scratch_id: str, event_id: str, since_ns: int) -> None:
         """Make ``scratch_id``'s records the records of ``session_id`` (one transaction per file).
 
-        Idempotent: a retry after a crash between the two files finishes the job.
+        ``scratch_id`` is a fork of the session (:meth:`clone_prefix`): the records the
+        session holds from the fork seq on are replaced by the fork's own, so the work
+        is the suffix's, not the session's. Idempotent: a retry after a crash between
+        the two files finishes the job (the vault step upserts, then drops what no
+        record of the new suffix names; neither depends on whether it ran before).
         """
         self.flush()
         with self._read_lock:
             db, vault = self._db, self._vault
-            scratch_left = db.execute(
-                "SELECT COUNT(*) FROM artifacts WHERE session_id=?", (scratch_id,)
-            ).fetchone()[0]
-            if scratch_left:
-                with vault.transaction():
-                    vault.execute("DELETE FROM content WHERE session_id=?", (session_id,))
-                    vault.execute("UPDATE content SET session_id=? WHERE session_id=?", (session_id, scratch_id))
-                with db.transaction():
-                    db.execute("DELETE FROM artifacts WHERE session_id=?", (session_id,))
-                    db.execute("DELETE FROM checkpoints WHERE session_id=?", (session_id,))
-                    db.execute("DELETE FROM spans WHERE session_id=? AND start_ns>=?", (session_id, since_ns))
-                    for table in ("artifacts", "checkpoints", "spans"):
-                        db.execute(f"UPDATE {table} SET session_id=? WHERE session_id=?", (session_id, scratch_id))
-                    db.execute("DELETE FROM sessions WHERE session_id=?", (scratch_id,))
-                    db.execute(
-                        "UPDATE sessions SET updated_ns=?, incomplete=0, failures=0 WHERE session_id=?",
-                        (time.time_ns(), session_id),
-                    )
-                    db.execute("UPDATE commits SET state='done' WHERE event_id=?", (event_id,))
-            else:
+            fork = self.fork_of(scratch_id)
+            if fork is None and db.execute("SELECT 1 FROM artifacts WHERE session_id=? LIMIT 1",
+                                           (scratch_id,)).fetchone():
+                fork = (session_id, 0)  # a full copy made before forks were copy-on-write: replace it all
+            if fork is None:  # the db step ran (the fork's row goes with it): only the journal is left
+                db.execute("UPDATE commits SET state='done' WHERE event_id=?", (event_id,))
+                self._incomplete.pop(session_id, None)
+                return
+            at = fork[1]
+            old = {r[0] for r in db.execute("SELECT id FROM artifacts WHERE session_id=? AND seq>=?",
+                                            (session_id, at))}
+            new = {r[0] for r in db.execute("SELECT id FROM artifacts WHERE session_id=?", (scratch_id,))}
+            with vault.transaction():
+                vault.execute(
+                    "INSERT INTO content(session_id, artifact_id, content) SELECT ?, artifact_id, content"
+                    " FROM content WHERE session_id=? ON CONFLICT(session_id, artifact_id)"
+                    " DO UPDATE SET content=excluded.content", (session_id, scratch_id))
+                vault.execute("DELETE FROM content WHERE session_id=?", (scratch_id,))
+                # the ids travel as values: the vault may be another file (SQLite) or the same database
+                vault.executemany("DELETE FROM content WHERE session_id=? AND artifact_id=?",
+                                  [(session_id, i) for i in sorted(old - new)])
+            with db.transaction():
+                db.execute("DELETE FROM artifacts WHERE session_id=? AND seq>=?", (session_id, at))
+                db.execute("DELETE FROM checkpoints WHERE session_id=? AND seq>=?", (session_id, at))
+                db.execute("DELETE FROM spans WHERE session_id=? AND start_ns>=?", (session_id, since_ns))
+                for table in ("artifacts", "checkpoints", "spans"):
+                    db.execute(f"UPDATE {table} SET session_id=? WHERE session_id=?", (session_id, scratch_id))
+                db.execute("DELETE FROM sessions WHERE session_id=?", (scratch_id,))
+                db.execute(
+                    "UPDATE sessions SET updated_ns=?, incomplete=0, failures=0 WHERE session_id=?",
+                    (time.time_ns(), session_id),
+                )
                 db.execute("UPDATE commits SET state='done' WHERE event_id=?", (event_id,))
         self._incomplete.pop(session_id, None)
 

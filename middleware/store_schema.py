@@ -197,12 +197,19 @@ def artifact_row(a: Artifact) -> tuple:
     )
 
 
+def _strings(text: str) -> tuple[str, ...]:
+    return () if text == "[]" else tuple(json.loads(text))
+
+
 def artifact_from_row(r: tuple) -> Artifact:
-    return Artifact(
-        session_id=r[0], id=r[1], seq=r[2], type=ArtifactType(r[3]), parents=tuple(json.loads(r[4])),
-        source_ids=tuple(json.loads(r[5])), token_span=(r[6], r[7]), turn=r[8], step=r[9],
-        committed=bool(r[10]), content_hash=r[11], labels=tuple(json.loads(r[12])),
-        attrs=json.loads(r[13]), trace_id=r[14], span_id=r[15],
+    # Rows are written by artifact_row from validated records, so they are built without
+    # validating again (model_construct, every field typed here): reading a long session's
+    # artifacts is on the path of every graph, state rebuild and forget.
+    return Artifact.model_construct(
+        session_id=r[0], id=r[1], seq=r[2], type=ArtifactType(r[3]), parents=_strings(r[4]),
+        source_ids=_strings(r[5]), token_span=(r[6], r[7]), turn=r[8], step=r[9],
+        committed=bool(r[10]), content_hash=r[11], labels=_strings(r[12]),
+        attrs={} if r[13] == "{}" else json.loads(r[13]), trace_id=r[14], span_id=r[15],
     )
 
 

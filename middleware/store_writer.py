@@ -6,13 +6,23 @@ writer thread turns into one), and the thread writes what is queued in one
 transaction per file. ``flush()`` waits until everything submitted so far is
 durable; readers call it first. A failed write never raises into the agent:
 it is logged, counted, and the session is marked incomplete.
+
+Submitting is a lock-free append that does not wake the writer. The thread
+runs the *producers* registered with :meth:`BatchWriter.add_producer` (the
+recorder's queued recording work, whose spans become batches) when it is
+kicked (:meth:`BatchWriter.kick`: the recorder kicks it as the agent starts
+to wait on a model or a tool, so that work overlaps the wait), and writes
+what is queued — in one transaction per file, the fewer the better — when a
+kick asks for a write (the end of a run), when ``flush()`` does, when
+``WAKE_AT`` items are queued, and at the latest ``IDLE_WRITE_S`` after its
+last write.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +33,13 @@ from .sqldb import Db
 from .store_schema import CONTENT_UPSERT, JOURNAL_UPSERT, SPAN_UPSERT, SpanRow, artifact_row, checkpoint_row, span_row
 
 log = logging.getLogger("unsee.store")
+
+#: the longest a queued item waits for the writer when nobody hands the queue over (seconds)
+IDLE_WRITE_S = 0.05
+#: queued items at which a submit wakes the writer itself
+WAKE_AT = 256
+#: items written in one transaction at most
+MAX_BATCH = 512
 
 
 @dataclass
@@ -52,9 +69,14 @@ class BatchWriter:
     _read_lock: threading.RLock
 
     def _start_writer(self) -> None:
-        self._queue: queue.Queue[Batch | Callable[[], Batch | None] | None] = queue.Queue()
-        self._pending = 0
-        self._cond = threading.Condition()
+        #: batches, thunks, flush marks (Events) and the stop mark (None), in submission order
+        self._queue: collections.deque[Batch | Callable[[], Batch | None] | threading.Event | None] = (
+            collections.deque())
+        self._wake = threading.Event()
+        #: write requests so far (a count, not a flag: a request made while the writer is
+        #: between reading and clearing a flag would be lost)
+        self._write_requests = 0
+        self._producers: list[Callable[[], None]] = []
         self.failures = 0
         #: session -> failures seen by this process (refuses forgetting even if the mark could not be written)
         self._incomplete: dict[str, int] = {}
@@ -69,38 +91,70 @@ class BatchWriter:
             if isinstance(batch, Batch):
                 self.mark_failure(batch.session_id, "store closed")
             return
-        with self._cond:
-            self._pending += 1
-        self._queue.put(batch)
+        self._queue.append(batch)  # (atomic: no lock, and the writer is not woken for it)
+        if len(self._queue) >= WAKE_AT:
+            self.kick(write=True)
+
+    def add_producer(self, produce: Callable[[], None]) -> None:
+        """Run ``produce`` (work that submits batches) before each write and in every flush."""
+        self._producers.append(produce)
+
+    def kick(self, write: bool = False) -> None:
+        """Have the producers' queued work done now (the caller is about to wait: a model or
+        tool call); ``write``: and what is queued written (a run ended)."""
+        if write:
+            self._write_requests += 1
+        self._wake.set()
+
+    def _produce(self) -> None:
+        for produce in self._producers:
+            try:
+                produce()
+            except Exception:  # observer: a producer's failure is its own to record
+                log.exception("a store producer failed")
 
     def flush(self, timeout: float = 30.0) -> None:
         """Block until every batch submitted so far is written (or failed)."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while self._pending:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    log.warning("store flush timed out with %d batches pending", self._pending)
-                    return
-                self._cond.wait(left)
+        if self._closed or threading.current_thread() is self._writer or not self._writer.is_alive():
+            return
+        self._produce()  # (on this thread: what it submits is queued before the mark)
+        done = threading.Event()
+        self._queue.append(done)
+        self.kick(write=True)
+        if not done.wait(timeout):
+            log.warning("store flush timed out with %d items queued", len(self._queue))
 
     def _run(self) -> None:
+        q = self._queue
+        last, seen = time.monotonic(), 0
         while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            batch = [item]
-            # Drain what is already queued: one transaction for many spans.
-            while len(batch) < 512:
-                try:
-                    nxt = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    self._write_all(batch)
+            self._wake.wait(IDLE_WRITE_S)
+            self._wake.clear()  # (before draining: a hand-over from now on is seen next round)
+            self._produce()
+            asked = self._write_requests
+            if asked == seen and time.monotonic() - last < IDLE_WRITE_S:
+                continue
+            seen, last = asked, time.monotonic()  # (a request from now on is seen next round)
+            while q:
+                # Drain what is queued: one transaction for many spans.
+                items: list = []
+                marks: list[threading.Event] = []
+                stop = False
+                while q and len(items) < MAX_BATCH:
+                    item = q.popleft()
+                    if item is None:
+                        stop = True
+                        break
+                    if isinstance(item, threading.Event):
+                        marks.append(item)
+                    else:
+                        items.append(item)
+                if items:
+                    self._write_all(items)
+                for done in marks:  # everything queued before each mark is written
+                    done.set()
+                if stop:
                     return
-                batch.append(nxt)
-            self._write_all(batch)
 
     def _write_all(self, items: list) -> None:
         batches: list[Batch] = []
@@ -125,46 +179,53 @@ class BatchWriter:
             log.exception("provenance write failed")
             for b in batches:
                 self.mark_failure(b.session_id, repr(exc))
-        finally:
-            with self._cond:
-                self._pending -= len(items)
-                self._cond.notify_all()
 
     def _write(self, batches: list[Batch]) -> None:
+        """One transaction per file for ``batches``, one statement per kind of row.
+
+        Rows keep the batches' order; a commit (``committed=1``) goes after every artifact of
+        the group (a tool call's artifact is recorded before its span is committed)."""
         now = time.time_ns()
+        #: session -> its last tokenizer (the session upsert keeps the last one given)
+        sessions: dict[str, str | None] = {}
+        content, journal, artifacts, checkpoints, commits, spans = [], [], [], [], [], []
+        for b in batches:
+            sid = b.session_id
+            if b.tokenizer is not None or sid not in sessions:
+                sessions[sid] = b.tokenizer or sessions.get(sid)
+            content.extend((sid, aid, text) for aid, text in b.content.items())
+            journal.extend((sid, seq, json.dumps(list(ns)), key, old, new) for seq, ns, key, old, new in b.journal)
+            artifacts.extend(map(artifact_row, b.artifacts))
+            checkpoints.extend(map(checkpoint_row, b.checkpoints))
+            commits.extend((sid, aid) for aid in b.commits)
+            if b.span is not None:
+                spans.append(span_row(b.span))
         with self._read_lock:
             db, vault = self._db, self._vault
             with vault.transaction():
-                for b in batches:
-                    for aid, text in b.content.items():
-                        vault.execute(CONTENT_UPSERT, (b.session_id, aid, text))
-                    for seq, ns, key, old, new in b.journal:
-                        vault.execute(JOURNAL_UPSERT, (b.session_id, seq, json.dumps(list(ns)), key, old, new))
+                if content:
+                    vault.executemany(CONTENT_UPSERT, content)
+                if journal:
+                    vault.executemany(JOURNAL_UPSERT, journal)
             with db.transaction():
-                for b in batches:
-                    db.execute(
-                        "INSERT INTO sessions(session_id, created_ns, updated_ns, tokenizer) VALUES (?,?,?,?)"
-                        " ON CONFLICT(session_id) DO UPDATE SET updated_ns=excluded.updated_ns,"
-                        " tokenizer=COALESCE(excluded.tokenizer, sessions.tokenizer)",
-                        (b.session_id, now, now, b.tokenizer),
-                    )
-                    for a in b.artifacts:
-                        db.execute(
-                            "INSERT INTO artifacts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING",
-                            artifact_row(a),
-                        )
-                    for c in b.checkpoints:
-                        db.execute(
-                            "INSERT INTO checkpoints VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING",
-                            checkpoint_row(c),
-                        )
-                    for aid in b.commits:
-                        db.execute(
-                            "UPDATE artifacts SET committed=1 WHERE session_id=? AND id=?",
-                            (b.session_id, aid),
-                        )
-                    if b.span is not None:
-                        db.execute(SPAN_UPSERT, span_row(b.span))
+                db.executemany(
+                    "INSERT INTO sessions(session_id, created_ns, updated_ns, tokenizer) VALUES (?,?,?,?)"
+                    " ON CONFLICT(session_id) DO UPDATE SET updated_ns=excluded.updated_ns,"
+                    " tokenizer=COALESCE(excluded.tokenizer, sessions.tokenizer)",
+                    [(sid, now, now, tok) for sid, tok in sessions.items()],
+                )
+                if artifacts:
+                    db.executemany(
+                        "INSERT INTO artifacts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING",
+                        artifacts)
+                if checkpoints:
+                    db.executemany(
+                        "INSERT INTO checkpoints VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING",
+                        checkpoints)
+                if commits:
+                    db.executemany("UPDATE artifacts SET committed=1 WHERE session_id=? AND id=?", commits)
+                if spans:
+                    db.executemany(SPAN_UPSERT, spans)
 
     def mark_failure(self, session_id: str, why: str) -> None:
         """Count a recording failure and mark the session incomplete (best effort)."""
@@ -188,5 +249,6 @@ class BatchWriter:
         """Write what is queued, then end the thread (the store closes its files after)."""
         self.flush()
         self._closed = True
-        self._queue.put(None)
+        self._queue.append(None)
+        self._wake.set()
         self._writer.join(timeout=10)

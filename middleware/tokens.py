@@ -59,15 +59,27 @@ def install_offline_encodings() -> None:
 
 
 class TiktokenCounter:
-    def __init__(self, encoding: str = "o200k_base"):
-        import tiktoken
+    """tiktoken's count for ``encoding``; the encoding is loaded on the first count (most of a
+    second: the recorder counts in its tasks, so that is not on the agent's thread)."""
 
-        install_offline_encodings()
-        self._enc = tiktoken.get_encoding(encoding)
+    def __init__(self, encoding: str = "o200k_base"):
+        self.encoding = encoding
         self.name = f"tiktoken:{encoding}"
+        self._enc = None
+        self._load_lock = threading.Lock()
+
+    def _load(self):
+        with self._load_lock:
+            if self._enc is None:
+                import tiktoken
+
+                install_offline_encodings()
+                self._enc = tiktoken.get_encoding(self.encoding)
+        return self._enc
 
     def count(self, text: str) -> int:
-        return len(self._enc.encode(text, disallowed_special=()))
+        enc = self._enc if self._enc is not None else self._load()
+        return len(enc.encode(text, disallowed_special=()))
 
 
 @lru_cache(maxsize=8)

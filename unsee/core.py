@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
 from unsee.middleware.errors import InvalidArgument, InvalidStoreUrl, StoreUnavailable
 from unsee.middleware.graph import ProvenanceGraph
+from unsee.middleware.graph_cache import GraphCache
 from unsee.middleware.hashing import ContentHasher
 from unsee.middleware.leases import LeaseTable
 from unsee.middleware.processor import ProvenanceSpanProcessor
@@ -126,6 +127,8 @@ class Unsee:
         )
         # a forget and a run on one session never interleave, in any process using this home
         self.recorder.leases = LeaseTable(self.store.lease_db() or self.home / "leases.sqlite")
+        # session graphs extended as sessions grow, rebuilt whenever their records may have been rewritten
+        self._graphs = GraphCache(self.store, self.hasher.hash, forgot_since=self.recorder.leases.forgot_since)
         Unsee._owners[id(self.recorder)] = self  # ``Unsee.owning(recorder)``
         self._middleware: UnseeMiddleware | None = None
         #: the local chat model, when one was made by ``chat_model()`` (its caches are cropped on forget)
@@ -235,17 +238,12 @@ class Unsee:
         return self.store.sessions()
 
     def graph(self, thread_id: str) -> ProvenanceGraph:
-        """The provenance graph of one session (session id = LangGraph thread_id)."""
+        """The provenance graph of one session (session id = LangGraph thread_id).
+
+        Kept per session and extended with what was recorded since the last read
+        (``middleware/graph_cache.py``); a graph returned earlier never changes."""
         self.flush()
-        self.store.require(thread_id)
-        contents = self.store.contents(thread_id)
-        return ProvenanceGraph(
-            self.store.artifacts(thread_id),
-            self.store.checkpoints(thread_id),
-            content_of=contents.get,
-            hash_of=self.hasher.hash,
-            session_id=thread_id,
-        )
+        return self._graphs.graph(thread_id)
 
     def session(self, thread_id: str) -> SessionInfo:
         self.flush()

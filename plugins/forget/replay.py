@@ -121,6 +121,10 @@ def run_replay(ctx: ForgetContext, agent: Any, plan: ReplayPlan, event: Revocati
     scratch = scratch_thread(session, event, plan.strategy)
     clear_scratch(ctx, agent, scratch)  # a crashed earlier attempt may have left one: start clean
     ctx.records.clone_prefix(session, scratch, plan.fork_seq)
+    # the fork's recording state starts from the prefix the plan's graph holds (no read back)
+    g = ctx.sessions.graph(session)
+    ctx.runs.seed_state(scratch, [a for a in g if a.seq < plan.fork_seq],
+                        [c for c in g.checkpoints if c.seq < plan.fork_seq])
     failures0 = _recording_failures(ctx, scratch)
     faults.point("fork")
     fork_state(agent, plan, scratch)

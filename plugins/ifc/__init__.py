@@ -7,6 +7,9 @@
   artifact of a provenance graph (:func:`label_graph`).
 - :mod:`.policy` — sinks (:class:`SinkSpec`), :func:`decide` and
   :func:`identifiers_by_label`.
+- :mod:`.index` — :class:`SessionDecisions`: ``evaluate``'s decisions on a
+  session's growing graph, from an identifier index and label tables
+  (:class:`~.labels.LabelTable`) kept up to date as artifacts arrive.
 - :mod:`.decision` — the :class:`Decision` and :class:`Evidence` records.
 - errors in :mod:`.errors`.
 
@@ -39,7 +42,8 @@ from .extract import (
     register_extractor,
     unregister_extractor,
 )
-from .labels import ENDORSED, REVOKED, TRUSTED, UNTRUSTED, label_graph, own_labels, source_matches
+from .index import SessionDecisions
+from .labels import ENDORSED, REVOKED, TRUSTED, UNTRUSTED, LabelTable, label_graph, own_labels, source_matches
 from .policy import (
     MODES,
     SinkSpec,
@@ -55,8 +59,8 @@ from .policy import (
 __all__ = [
     "ENDORSED", "MODES", "REVOKED", "TRUSTED", "UNTRUSTED",
     "Decision", "DuplicateExtractor", "Evidence", "ExtractorRegistry", "IFCError", "Identifier",
-    "InvalidExtractor", "InvalidMode", "InvalidSinkSpec", "PolicyViolation", "SinkSpec",
-    "UnknownExtractor",
+    "InvalidExtractor", "InvalidMode", "InvalidSinkSpec", "LabelTable", "PolicyViolation", "SessionDecisions",
+    "SinkSpec", "UnknownExtractor",
     "builtin_registry", "decide", "declared_sinks", "default_registry", "endorsed_identifiers", "evaluate", "extract",
     "identifier_sinks", "identifiers_by_label", "label_graph", "make_identifier", "match_key",
     "normalize", "own_labels", "parse_sinks", "register_extractor", "source_matches",

@@ -2,7 +2,10 @@
 
 Installed for every session (``u.ifc(...)``), it sees each tool call inside
 the recording. For tools with identifier sinks it labels the session's
-provenance graph, collects identifiers by label and lets the policy decide:
+provenance graph, collects identifiers by label and lets the policy decide
+(labels and identifiers kept per session and brought up to date as its graph
+grows, :class:`~.index.SessionDecisions`: a decision costs what the call
+carries, not the session's length):
 ``block`` answers the model with an error tool message that says why (the
 tool never runs), ``ask`` raises a LangGraph interrupt for a human (resume
 with ``Command(resume=True)`` to allow), ``audit`` lets it run. Every
@@ -40,11 +43,11 @@ from opentelemetry import trace
 
 from unsee.middleware.context import current_session
 from unsee.middleware.graph import ProvenanceGraph
-from unsee.middleware.records import ArtifactType
 from unsee.middleware.tools import not_executed
 
 from .decision import Decision
-from .policy import SinkSpec, declared_sinks, evaluate, parse_sinks
+from .index import SessionDecisions
+from .policy import SinkSpec, declared_sinks, parse_sinks
 
 EVENT = "unsee.ifc.decision"
 
@@ -74,28 +77,6 @@ class Endorser(Protocol):
     """Vets observations for the IFC policy (e.g. ``DetectionService``)."""
 
     def endorsed(self, session: str, graph: Any, artifact_ids: Iterable[str]) -> set[str]: ...
-
-
-def _unvetted_sources(graph: Any, artifact_ids: Iterable[str]) -> list[str]:
-    """The tool returns and memory reads that ``artifact_ids`` are or derive from, in recording order.
-
-    Only observations can be vetted; derived text (a model turn carrying an
-    identifier) is endorsed through them: when every untrusted observation
-    behind it is vetted, nothing untrusted reaches it any more.
-    """
-    seen: set[str] = set()
-    stack = [i for i in artifact_ids if i in graph]
-    while stack:
-        aid = stack.pop()
-        if aid in seen:
-            continue
-        seen.add(aid)
-        stack.extend(p for p in graph.get(aid).parents if p in graph and p not in seen)
-    found = [graph.get(i) for i in seen]
-    # a return whose tool never ran (an IFC block, a replay deferral) is unsee's own text about the
-    # call, not an observation of the world: vetting it would launder what the call carried
-    return [a.id for a in sorted(found, key=lambda a: a.seq)
-            if a.type in (ArtifactType.TOOL_RETURN, ArtifactType.MEMORY_READ) and a.attrs.get("executed", True)]
 
 
 class BoundedLRU(MutableMapping):
@@ -149,6 +130,8 @@ class IFCInterceptor:
         self._lock = threading.Lock()
         # identifiers per (artifact, content hash): a long session is extracted once, not at every sink call
         self._extracted: BoundedLRU = BoundedLRU(200_000)
+        # per session: labels and an identifier index kept up to date as the graph grows (plugins/ifc/index.py)
+        self._sessions: BoundedLRU = BoundedLRU(64)
         self.decisions: list[Decision] = []
 
     def set_endorser(self, endorse: Endorser | None) -> None:
@@ -181,24 +164,44 @@ class IFCInterceptor:
         thread, _ = current_session()
         if not self.sessions.has_session(thread):
             return None
-        graph = self.sessions.graph(thread)
-        revoked = self.revoked(thread) | self.revoked(graph.session_id or thread)
         name, args = request.tool_call.get("name", ""), request.tool_call.get("args", {}) or {}
-
-        def run(endorsed=frozenset()):
-            return evaluate(graph, name, args, sinks, trusted_sources=self.trusted_sources, revoked=revoked,
-                            mode=self.mode, reset_at_trusted_sources=self.reset_at_trusted_sources,
-                            endorsed=endorsed, cache=self._extracted)
-
-        decision = run()
-        if decision.flagged and self.endorser is not None:
-            asked = _unvetted_sources(graph, decision.artifact_ids)
-            endorsed = frozenset(self.endorser.endorsed(thread, graph, asked)) & frozenset(asked)
-            if endorsed:
-                decision = run(endorsed)
+        decision = self.decision_for(thread, name, args, sinks)
         trace.get_current_span().add_event(EVENT, decision.to_event(hash_of=self.hasher.hash))
         self.decisions.append(decision)
         return decision
+
+    def decision_for(self, thread: str, tool: str, args: dict, sinks: Iterable[SinkSpec]) -> Decision:
+        """The policy's decision on one call of ``tool`` with ``args`` in session ``thread``
+        (endorsement included; no span event, not added to ``decisions``).
+
+        Costs what was recorded since the session's last decision and what the call's sink
+        values may hold, not the session's length (``SessionDecisions``); the decision is
+        :func:`~.policy.evaluate`'s on the session's graph.
+        """
+        graph = self.sessions.graph(thread)
+        revoked = self.revoked(thread) | self.revoked(graph.session_id or thread)
+        state = self._state(thread)
+
+        def run(endorsed=frozenset()):
+            return state.evaluate(graph, tool, args, sinks, trusted_sources=self.trusted_sources, revoked=revoked,
+                                  mode=self.mode, reset_at_trusted_sources=self.reset_at_trusted_sources,
+                                  endorsed=endorsed)
+
+        decision = run()
+        if decision.flagged and self.endorser is not None:
+            asked = state.unvetted_sources(graph, decision.artifact_ids)
+            endorsed = frozenset(self.endorser.endorsed(thread, graph, asked)) & frozenset(asked)
+            if endorsed:
+                decision = run(endorsed)
+        return decision
+
+    def _state(self, thread: str) -> SessionDecisions:
+        with self._lock:
+            try:
+                return self._sessions[thread]
+            except KeyError:
+                state = self._sessions[thread] = SessionDecisions(cache=self._extracted)
+                return state
 
     def _blocked(self, request, decision: Decision) -> ToolMessage:
         tc = request.tool_call

@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from unsee.middleware.graph import ProvenanceGraph
 
@@ -174,16 +174,22 @@ def _domain_occurrences(hay: str, domain: str) -> list[tuple[int, int]]:
     return [m.span() for m in pat.finditer(hay)]
 
 
+#: trusted identifiers: all of them, or a function of a haystack's soft and key forms giving
+#: (at least) those whose soft form is in the first or whose key is in the second
+TrustedIdentifiers = "Iterable[str] | Callable[[str, str], Iterable[str]]"
+
+
 class _Haystack:
     """One searchable sink string in its soft and key forms, with trusted regions."""
 
-    def __init__(self, text: str, args: tuple[str, ...], trusted: Iterable[str]):
+    def __init__(self, text: str, args: tuple[str, ...], trusted: TrustedIdentifiers):
         self.args = args
         self.soft = _soft(text)
         self.key = _alnum(self.soft)
         self.soft_cover: list[tuple[int, int]] = []
         self.key_cover: list[tuple[int, int]] = []
-        for t in trusted:
+        # (a trusted identifier occurring in neither form covers nothing: a function may leave it out)
+        for t in (trusted(self.soft, self.key) if callable(trusted) else trusted):
             st, kt = _soft(t), _key(t)
             if st:
                 self.soft_cover += _occurrences(self.soft, st)
@@ -213,10 +219,10 @@ class _Haystack:
 
 
 def _haystacks(tool: str, args: Mapping[str, Any], sinks: Iterable[SinkSpec],
-               trusted: Iterable[str]) -> tuple[tuple[str, ...], list[_Haystack]]:
+               trusted: TrustedIdentifiers) -> tuple[tuple[str, ...], list[_Haystack]]:
     sinks = tuple(sinks)
     names = tuple(a for a in args if any(s.covers(tool, a) for s in sinks))
-    trusted = tuple(trusted)
+    trusted = trusted if callable(trusted) else tuple(trusted)
     hays: list[_Haystack] = []
     joined_all: list[str] = []
     for name in names:
@@ -231,7 +237,7 @@ def _haystacks(tool: str, args: Mapping[str, Any], sinks: Iterable[SinkSpec],
     return names, hays
 
 
-def _split_args(args: Mapping[str, Any], names: tuple[str, ...], ident: str, trusted: Iterable[str],
+def _split_args(args: Mapping[str, Any], names: tuple[str, ...], ident: str, trusted: TrustedIdentifiers,
                 min_key_length: int) -> tuple[str, ...]:
     for width in range(2, len(names) + 1):
         for i in range(len(names) - width + 1):
@@ -248,6 +254,66 @@ def _order(ids: Iterable[str], labels: Mapping[str, frozenset[str]] | None) -> l
         first = [i for i in labels if i in ids]
         return first + sorted(ids - set(first))
     return sorted(ids)
+
+
+class Known(Protocol):
+    """What :func:`decide` reads of a session's identifiers.
+
+    :class:`GivenIdentifiers` answers from complete mappings (what :func:`decide` is
+    given); an index of a session (:mod:`.index`) answers from what matches the call's
+    sink values, so a decision costs what the call carries, not what the session holds.
+    Both must give the same decisions: a method may leave out only what cannot matter.
+    """
+
+    #: labels of artifacts by id (``get``; false when there are none), for the evidence
+    labels: Any
+
+    def untrusted_in(self, hays: list[_Haystack]) -> Mapping[str, Iterable[str]]:
+        """Identifiers introduced by untrusted or revoked artifacts, with those artifacts'
+        ids: at least those that ``may_contain`` says some haystack may hold."""
+
+    def is_trusted(self, identifier: str) -> bool:
+        """Whether trusted input carries it (the same, or the same key or soft form)."""
+
+    def trusted_in(self, soft: str, key: str) -> Iterable[str]:
+        """Trusted identifiers: at least those whose soft form is in ``soft`` or key in ``key``."""
+
+    def endorsed_in(self, hays: list[_Haystack]) -> Mapping[str, Iterable[str]] | None:
+        """Identifiers endorsed observations carry, with their ids (at least those some
+        haystack may hold); None or empty when nothing is endorsed."""
+
+    def order(self, ids: Iterable[str]) -> list[str]:
+        """Artifact ids in recording order."""
+
+
+class GivenIdentifiers:
+    """:class:`Known` from complete mappings (see :func:`decide`'s arguments)."""
+
+    def __init__(self, untrusted: Mapping[str, Iterable[str]], trusted: Iterable[str],
+                 labels: Mapping[str, frozenset[str]] | None = None,
+                 endorsed: Mapping[str, Iterable[str]] | None = None):
+        self._untrusted = untrusted
+        self._trusted = set(trusted)
+        self._trusted_keys = {_key(t) for t in self._trusted} - {""}
+        self._trusted_soft = {_soft(t) for t in self._trusted} - {""}
+        self.labels = labels
+        self._endorsed = endorsed
+
+    def untrusted_in(self, hays: list[_Haystack]) -> Mapping[str, Iterable[str]]:
+        return self._untrusted
+
+    def is_trusted(self, identifier: str) -> bool:
+        return (identifier in self._trusted or _key(identifier) in self._trusted_keys
+                or _soft(identifier) in self._trusted_soft)
+
+    def trusted_in(self, soft: str, key: str) -> Iterable[str]:
+        return self._trusted
+
+    def endorsed_in(self, hays: list[_Haystack]) -> Mapping[str, Iterable[str]] | None:
+        return self._endorsed
+
+    def order(self, ids: Iterable[str]) -> list[str]:
+        return _order(ids, self.labels)
 
 
 def decide(
@@ -274,22 +340,27 @@ def decide(
     identifiers that endorsed observations carry to those observations: an
     untrusted identifier they vouch for is allowed, and the decision names them.
     """
+    known = GivenIdentifiers(untrusted_identifiers, trusted_identifiers, labels, endorsed_identifiers)
+    return decide_known(tool, args, sinks, known, mode, min_key_length=min_key_length)
+
+
+def decide_known(tool: str, args: Mapping[str, Any], sinks: "Iterable[SinkSpec | str]", known: Known,
+                 mode: str = "block", *, min_key_length: int = MIN_KEY_LENGTH) -> Decision:
+    """:func:`decide` on what ``known`` says of the session's identifiers."""
     mode = _check_mode(mode)
     sinks = parse_sinks(sinks)
-    trusted = set(trusted_identifiers)
-    trusted_keys = {_key(t) for t in trusted} - {""}
-    trusted_soft = {_soft(t) for t in trusted} - {""}
-    names, hays = _haystacks(tool, args, sinks, trusted)
+    names, hays = _haystacks(tool, args, sinks, known.trusted_in)
     if not names:
         return Decision(ALLOW, tool, (), None, (), (), f"{tool}: no identifier sink among its arguments", mode)
 
+    untrusted_identifiers = known.untrusted_in(hays)
     matched: list[str] = []
     hit_args: set[str] = set()
     evidence_ids: set[str] = set()
     for ident in sorted(untrusted_identifiers, key=lambda i: (-len(_key(i)), i)):
         if not any(h.may_contain(ident) for h in hays):
             continue  # most identifiers of a long session are nowhere in this call's arguments
-        if ident in trusted or _key(ident) in trusted_keys or _soft(ident) in trusted_soft:
+        if known.is_trusted(ident):
             continue  # the user (or other trusted input) supplied it too
         where = [h for h in hays if h.contains(ident, min_key_length)]
         if not where:
@@ -299,12 +370,14 @@ def decide(
         if single:
             hit_args.update(a for h in single for a in h.args)
         else:  # split over arguments: name the shortest run of them that carries it
-            hit_args.update(_split_args(args, names, ident, trusted, min_key_length))
+            hit_args.update(_split_args(args, names, ident, known.trusted_in, min_key_length))
         evidence_ids.update(untrusted_identifiers[ident])
 
     checked = ", ".join(f"{tool}.{a}" for a in names)
+    labels = known.labels
     # which endorsed observations carry an identifier that is in a sink value (they vouched for it)
     endorsed_ids: set[str] = set()
+    endorsed_identifiers = known.endorsed_in(hays)
     if endorsed_identifiers:
         bare = _haystacks(tool, args, sinks, ())[1]
         for ident, ids in endorsed_identifiers.items():
@@ -312,7 +385,7 @@ def decide(
                 endorsed_ids.update(ids)
     endorsements = tuple(
         Evidence(i, tuple(sorted(labels.get(i, frozenset({ENDORSED})))) if labels else (ENDORSED,))
-        for i in _order(endorsed_ids, labels))
+        for i in known.order(endorsed_ids))
     if not matched:
         why = "carry no identifier from untrusted or revoked data"
         if endorsements:
@@ -323,7 +396,7 @@ def decide(
 
     evidence = tuple(
         Evidence(i, tuple(sorted(labels.get(i, frozenset()))) if labels else ())
-        for i in _order(evidence_ids, labels)
+        for i in known.order(evidence_ids)
     )
     hit = tuple(a for a in names if a in hit_args)
     return Decision(mode, tool, hit, matched[0], tuple(matched), evidence,
@@ -354,7 +427,8 @@ def _reason(mode: str, tool: str, args: tuple[str, ...], matched: list[str],
 # -- identifiers per label ----------------------------------------------------
 
 #: (artifact id, content hash, extractor names) -> normalized identifiers of that content
-ExtractionCache = MutableMapping[tuple[str, str, tuple[str, ...]], tuple[str, ...]]
+#: (artifact id, content hash, extractor names) -> (fingerprint of the text read, its normalized identifiers)
+ExtractionCache = MutableMapping[tuple[str, str, tuple[str, ...]], tuple[tuple[int, int], tuple[str, ...]]]
 
 
 def _identifiers_of(graph: ProvenanceGraph, aid: str, registry: ExtractorRegistry | None,
@@ -362,13 +436,16 @@ def _identifiers_of(graph: ProvenanceGraph, aid: str, registry: ExtractorRegistr
     """Normalized identifiers in an artifact's content, through ``cache`` when its content hash is known."""
     h = graph.get(aid).content_hash if cache is not None else ""
     key = (aid, h, (registry or default_registry()).names()) if h else None
-    hit = cache.get(key) if key is not None else None
-    if hit is not None:
-        return hit
     text = graph.content(aid)
+    # The record's hash is the text as recorded; erasure rewrites the text in place and keeps
+    # the record, so an entry counts only for the very text it was made from.
+    seen = (len(text), hash(text)) if text else (0, 0)
+    hit = cache.get(key) if key is not None else None
+    if hit is not None and hit[0] == seen:
+        return hit[1]
     found = tuple(dict.fromkeys(i.normalized for i in extract(text, registry=registry))) if text else ()
     if key is not None:
-        cache[key] = found
+        cache[key] = (seen, found)  # (replacing the entry of a text that is gone)
     return found
 
 

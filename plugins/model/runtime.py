@@ -94,12 +94,19 @@ class LocalRuntime(abc.ABC):
 
     #: Short backend name ("cpu", "exllamav2").
     backend: str = "abstract"
+    #: Longest draft of speculative decoding, in tokens (0: off). Worth it where
+    #: a forward pass over a few tokens costs about as much as over one (decoding
+    #: that is bound by reading the weights) and the backend returns the logits
+    #: of every position in one pass (:meth:`_forward_rows`).
+    draft_max: int = 0
 
     def __init__(self) -> None:
         self.counters = RuntimeCounters()
         self._tokens: list[int] = []
         self._last_logits: Any = None
         self._logits_at = -1
+        #: speculative decoding: forward passes with a draft, tokens drafted, drafted tokens kept
+        self.draft_stats = {"passes": 0, "proposed": 0, "accepted": 0}
 
     # -- tokenizer -----------------------------------------------------------
     @property
@@ -259,7 +266,18 @@ class LocalRuntime(abc.ABC):
         ``offset_end`` can be restored by :meth:`crop`. ``seed`` seeds the
         sampler's own ``torch.Generator`` (ignored when greedy): the same
         cache contents, seed and parameters give the same tokens.
+
+        Speculative decoding (backends with ``draft_max > 0``): where the text so
+        far matches earlier text in the cache, the tokens that followed it there
+        are run through the model together with the next token, in one forward
+        pass; each is kept only if it is the token the model chooses at its
+        position (the same selection as without a draft, one sampler draw per
+        position), the rest is cut from the cache. The tokens are the model's
+        own; only forward passes are saved. Drafts come only from what the cache
+        holds now: nothing a crop dropped is kept anywhere (a forget crops the
+        cache to drop exactly that).
         """
+        from .decoding import StopStrings
         from .sampling import make_generator, pick_token
 
         if not self._tokens:
@@ -270,14 +288,18 @@ class LocalRuntime(abc.ABC):
         hard = max(budget, min(max_new_tokens + max(0, overrun), self.max_context - start))
         must_finish = getattr(logits_processor, "must_finish", None)
         generator = None if sampling.greedy else make_generator(seed or 0)
-        logits = self._logits_for_last()
+        # rows[0]: the logits of the next token; with a draft in the cache, rows[i]
+        # follows draft[i - 1] (the last row follows the whole draft)
+        rows = [self._logits_for_last()]
         if logits_processor is not None:
             logits_processor.reset()
         out: list[int] = []
         pending: list[int] = []  # chosen but not yet run through the model
+        draft: list[int] = []  # run through the model (at the cache's end), not yet confirmed
         forced = getattr(logits_processor, "forced_token", None)
+        stop_strings = StopStrings(stop, self.detokenize, stops)
+        drafting = self.draft_max > 0
         finish = "length"
-        text = ""
         for i in range(hard):
             if i >= budget and not (must_finish is not None and must_finish()):
                 break
@@ -286,16 +308,35 @@ class LocalRuntime(abc.ABC):
             token = forced() if forced is not None else None
             if token is None:
                 if pending:
-                    logits = self._feed(pending)
+                    proposal: list[int] = []
+                    if drafting:
+                        limit = hard if must_finish is not None and must_finish() else budget
+                        room = min(limit - i, self.max_context - len(self._tokens) - len(pending))
+                        proposal = self._propose(pending, room)
+                    rows = self._feed_rows(pending + proposal, len(proposal) + 1)
                     self.counters.decoded += len(pending)
-                    pending = []
+                    pending, draft = [], proposal
+                    if proposal:
+                        self.draft_stats["passes"] += 1
+                        self.draft_stats["proposed"] += len(proposal)
+                logits = rows[0]
                 if logits_processor is not None:
                     processed = logits_processor(out, logits)
                     if processed is not None:
                         logits = processed
                 token = pick_token(logits, sampling, generator)
+            if draft and token == draft[0]:
+                # the model chose the drafted token: it is in the cache already
+                draft.pop(0)
+                rows.pop(0)
+                self.counters.decoded += 1
+                self.draft_stats["accepted"] += 1
+            else:
+                if draft:
+                    self._drop_draft(len(draft))
+                    draft, rows = [], []
+                pending.append(token)
             out.append(token)
-            pending.append(token)
             if logits_processor is not None:
                 logits_processor.accept(token)
             if on_token is not None:
@@ -303,14 +344,16 @@ class LocalRuntime(abc.ABC):
             if token in stops:
                 finish = "stop"
                 break
-            if stop:
-                text = self.detokenize(out)
-                if any(s in text for s in stop):
-                    finish = "stop"
-                    break
+            if stop_strings and stop_strings.check(out):
+                finish = "stop"
+                break
             if logits_processor is not None and logits_processor.is_terminated():
                 finish = "grammar"
                 break
+        if draft:
+            # drafted tokens past the end of the reply: cut them off again
+            self._drop_draft(len(draft))
+            self._last_logits, self._logits_at = rows[0], len(self._tokens)
         if pending:
             # Feed the tail so the cache always holds everything generated.
             self._feed(pending)
@@ -328,6 +371,45 @@ class LocalRuntime(abc.ABC):
             offset_end=len(self._tokens),
             seed=None if sampling.greedy else (seed or 0),
         )
+
+    # -- speculative decoding --------------------------------------------------
+    def _propose(self, pending: list[int], room: int) -> list[int]:
+        """Draft tokens to run after ``pending`` (see :func:`.decoding.propose_draft`)."""
+        from .decoding import propose_draft
+
+        n = min(self.draft_max, room)
+        if n <= 0:
+            return []
+        return propose_draft(self._tokens + pending, n)
+
+    def _feed_rows(self, tokens: list[int], n_rows: int) -> list[Any]:
+        """Like :meth:`_feed`, returning the logits rows of the last ``n_rows`` tokens."""
+        if n_rows == 1:
+            return [self._feed(tokens)]
+        self._check_fits(len(self._tokens) + len(tokens))
+        rows = list(self._forward_rows(tokens, n_rows))
+        self._tokens.extend(tokens)
+        self._last_logits = rows[-1]
+        self._logits_at = len(self._tokens)
+        return rows
+
+    def _drop_draft(self, n: int) -> None:
+        """Cut ``n`` unconfirmed draft tokens off the cache's end (not a :meth:`crop`:
+        no counter moves)."""
+        keep = len(self._tokens) - n
+        self._drop_cache_tail(keep)
+        del self._tokens[keep:]
+        self._last_logits, self._logits_at = None, -1
+
+    def _drop_cache_tail(self, n_tokens: int) -> None:
+        """Backend part of dropping rejected draft tokens (copies of tokens the
+        cache holds anyway); by default a :meth:`_crop_cache`."""
+        self._crop_cache(n_tokens)
+
+    def _forward_rows(self, tokens: list[int], n_rows: int) -> Any:
+        """Run ``tokens`` at the end of the cache; the logits rows of the last
+        ``n_rows`` of them (2-D). Backends that can skip the other rows override this."""
+        return self._forward_all(tokens)[-n_rows:]
 
     def score(
         self,

@@ -413,3 +413,88 @@ def test_locate_prefers_earliest_observation(arts, data):
     assert hit.artifact_id == expected.id
     assert hit.step == expected.step
     assert hit.occurrences == tuple(a.id for a in containing)
+
+
+# -- extension (graphs kept up to date as a session grows) ------------------------
+def _view(g: ProvenanceGraph) -> tuple:
+    """Everything a caller reads of a graph."""
+    ids = [a.id for a in g]
+    return (len(g), list(g), [c.id for c in g.checkpoints], {i: g.children(i) for i in ids},
+            {i: g.taint(i) for i in ids}, {i: g.content(i) for i in ids}, g.session_id)
+
+
+def test_extended_equals_a_full_build_and_leaves_the_old_graph_as_it_was():
+    arts, contents = support_session()
+    cps = [ckpt("c1", 1, 1), ckpt("c2", 6, 2), ckpt("c3", 9, 3)]
+    g1 = ProvenanceGraph.from_records(arts[:5], cps[:1], {k: contents[k] for k in ("sys", "in1", "mt1")},
+                                      session_id=SID)
+    before = _view(g1)
+    g2 = g1.extended(arts[5:9], cps[1:2], {a.id: contents[a.id] for a in arts[3:9]})
+    g3 = g2.extended(arts[9:], cps[2:], {a.id: contents[a.id] for a in arts[9:]})
+    assert g3.lineage is g1.lineage  # shared, not copied
+    assert _view(g3) == _view(ProvenanceGraph(arts, cps, content_of=contents.get))
+    assert _view(g1)[:5] == before[:5]  # older graphs see what they saw
+    assert "mt2" not in g1 and g1.children("mt1") == ["call1"] and g1.taint("tr1") == {"tr1"}
+    with pytest.raises(UnknownArtifact):
+        g1.get("mt2")
+
+
+def test_extending_an_older_graph_copies():
+    arts, _ = support_session()
+    g1 = ProvenanceGraph.from_records(arts[:4])
+    g2 = g1.extended(arts[4:6])
+    g1b = g1.extended(arts[4:5])  # g1 is not the newest of its lineage any more
+    assert g1b.lineage is not g1.lineage and [a.id for a in g1b] == [a.id for a in arts[:5]]
+    assert [a.id for a in g2] == [a.id for a in arts[:6]] and len(g1) == 4
+
+
+def test_a_parent_recorded_after_its_child_gets_its_edge():
+    arts = [art("mt", T.MODEL_TURN, 1, parents=("tr",)), art("sum", T.SUMMARY, 2, parents=("mt",)),
+            art("tr", T.TOOL_RETURN, 3)]
+    g = ProvenanceGraph.from_records(arts[:2]).extended(arts[2:])
+    full = ProvenanceGraph(arts)
+    assert g.children("tr") == full.children("tr") == ["mt"]
+    assert g.taint("mt") == full.taint("mt")
+
+
+def test_replaced_records_are_versioned():
+    arts = [art("in", T.USER_INPUT, 1), art("mt", T.MODEL_TURN, 2, parents=("in",)),
+            art("call", T.TOOL_CALL, 3, parents=("mt",)).model_copy(update={"committed": False})]
+    g1 = ProvenanceGraph.from_records(arts)
+    g2 = g1.extended([art("ret", T.TOOL_RETURN, 4, parents=("call",))],
+                     replaced=[g1.get("call").model_copy(update={"committed": True})])
+    assert g2.get("call").committed and [a.committed for a in g2][2]
+    assert not g1.get("call").committed and not list(g1)[2].committed
+
+
+@pytest.mark.parametrize("bad", ["again", "earlier", "moved", "content"])
+def test_extended_refuses_what_is_not_an_append(bad):
+    arts, _ = support_session()
+    g = ProvenanceGraph.from_records(arts[:5], contents={"tr1": SECRET})
+    with pytest.raises(InvalidArgument):
+        if bad == "again":
+            g.extended([arts[2]])
+        elif bad == "earlier":
+            g.extended([art("x", T.REPLY, 3)])
+        elif bad == "moved":
+            g.extended(replaced=[g.get("mt1").model_copy(update={"parents": ("sys",)})])
+        else:
+            g.extended(arts[5:6], contents={"tr1": "something else"})
+
+
+@given(arts=dags(), data=st.data())
+def test_growing_graphs_answer_like_full_builds(arts, data):
+    cuts = sorted(set(data.draw(st.lists(st.integers(1, max(1, len(arts) - 1)), max_size=3))))
+    contents = {a.id: a.id * 2 for a in arts}
+    pieces, start = [], 0
+    for c in cuts + [len(arts)]:
+        if c > start:
+            pieces.append(arts[start:c])
+            start = c
+    g = ProvenanceGraph.from_records(pieces[0], contents={a.id: contents[a.id] for a in pieces[0]})
+    views = [(g, pieces[0])]
+    for p in pieces[1:]:
+        g = g.extended(p, contents={a.id: contents[a.id] for a in p})
+        views.append((g, views[-1][1] + p))
+    for gv, seen in views:  # every graph of the lineage, old ones included
+        assert _view(gv)[:5] == _view(ProvenanceGraph(seen, content_of=contents.get))[:5]

@@ -100,3 +100,121 @@ def test_chat_template_with_tools(cpu_runtime):
     assert text.endswith("<|im_start|>assistant\n")
     plain = cpu_runtime.render_chat([{"role": "user", "content": "hi"}])
     assert "You can call these tools" not in plain
+
+
+# -- the fast decode path (transposed/prepacked weights, growing cache, drafts) ----
+
+@pytest.fixture(scope="module")
+def legacy_runtime(cpu_runtime):
+    """The previous decode path on the same folder (its own copy of the weights)."""
+    from unsee.plugins.model.cpu_backend import TorchRuntime
+
+    return TorchRuntime(cpu_runtime.folder, fast=False)
+
+
+def _needs_fast(rt):
+    if not rt.fast:
+        pytest.skip("UNSEE_CPU_DECODE=legacy: the fast path is off")
+
+
+PROMPTS = [
+    [{"role": "user", "content": "The account number is 4417-2231. Tell me a short story about a cat."}],
+    [{"role": "system", "content": "You are support. Answer in one short sentence."},
+     {"role": "user", "content": "Hi, I'm Dana. Please look up ticket T-1001: my blender arrived broken."}],
+    [{"role": "user", "content": "Repeat after me: the quick brown fox jumps over the lazy dog. "
+                                 "The quick brown fox jumps over the lazy dog."}],
+]
+
+
+def test_fast_path_decodes_the_tokens_of_the_legacy_path(cpu_runtime, legacy_runtime):
+    """Greedy tokens are those of the previous path: fresh prompts, a second turn
+    appended to a cache (several tokens after a cached prefix), and a reply decoded
+    again after a crop (drafted from what the crop dropped)."""
+    _needs_fast(cpu_runtime)
+    for messages in PROMPTS:
+        got = {}
+        for name, base in (("fast", cpu_runtime), ("legacy", legacy_runtime)):
+            rt = base.spawn()
+            prompt = rt.apply_chat_template(messages)
+            rt.sync(prompt)
+            first = rt.decode(24, stop_token_ids=())
+            follow = rt.apply_chat_template(messages + [
+                {"role": "assistant", "content": rt.detokenize(first.tokens)},
+                {"role": "user", "content": "Thanks. Say it again in other words."}])
+            rt.sync(follow)
+            second = rt.decode(16, stop_token_ids=())
+            rt.crop(len(prompt))
+            again = rt.decode(24, stop_token_ids=())
+            got[name] = (first.tokens, second.tokens, again.tokens)
+            assert again.tokens == first.tokens
+        assert got["fast"] == got["legacy"], messages
+
+
+def test_fast_path_layout_and_growing_cache(cpu_runtime):
+    _needs_fast(cpu_runtime)
+    from transformers.cache_utils import DynamicLayer
+
+    from unsee.plugins.model.cpu_backend import ATTENTION, DRAFT_MAX
+
+    model = cpu_runtime.model
+    assert model.config._attn_implementation == ATTENTION
+    assert type(model.lm_head).__name__ == "FastLinear" and model.lm_head.weight_t is not None
+    assert type(model.model.layers[0].mlp.up_proj).__name__ == "FastLinear"
+    assert cpu_runtime.draft_max == DRAFT_MAX
+    rt = cpu_runtime.spawn()
+    rt.prefill(list(range(100, 400)))
+    layer = rt._cache.layers[0]
+    assert isinstance(layer, DynamicLayer) and type(layer).__name__ == "GrowingLayer"
+    buf = layer._k
+    assert buf.shape[-2] >= 300 and layer.keys.shape[-2] == 300
+    assert layer._k[..., 120:300, :].abs().sum() > 0
+    rt.crop(120)
+    assert layer.keys.shape[-2] == 120 and layer._k is buf  # a crop moves the end, copies nothing
+    # ... and zeroes what it dropped (a forget's crop drops what a secret left in the cache)
+    assert not layer._k[..., 120:300, :].any() and not layer._v[..., 120:300, :].any()
+    assert layer._k[..., :120, :].abs().sum() > 0
+    rt.prefill(list(range(500, 520)))
+    assert layer.keys.shape[-2] == 140 and layer._k is buf
+
+
+def test_appended_attention_matches_transformers_sdpa(cpu_runtime):
+    """Several tokens after a cached prefix (a draft, a prompt after a reused
+    prefix): the fast path's attention gives transformers' SDPA results."""
+    _needs_fast(cpu_runtime)
+    import torch
+
+    from unsee.plugins.model.cpu_backend import ATTENTION
+
+    ids = cpu_runtime.tokenize("Dana asked the support agent about ticket T-1001 and her refund. " * 30)[:400]
+    model = cpu_runtime.model
+    rows = {}
+    try:
+        for impl in ("sdpa", ATTENTION):
+            model.set_attn_implementation(impl)
+            for past, n in ((390, 9), (100, 300)):
+                rt = cpu_runtime.spawn()
+                rt.prefill(ids[:past])
+                rows[(impl, past)] = rt._forward_rows(ids[past:past + n], min(n, 17))
+    finally:
+        model.set_attn_implementation(ATTENTION)
+    for past in (390, 100):
+        a, b = rows[("sdpa", past)], rows[(ATTENTION, past)]
+        assert float((a - b).abs().max()) < 1e-3
+        assert torch.equal(a.argmax(-1), b.argmax(-1))
+
+
+def test_legacy_path_is_selectable(legacy_runtime, monkeypatch):
+    from torch import nn
+    from transformers.cache_utils import DynamicLayer
+
+    from unsee.plugins.model.cpu_backend import fast_by_default
+
+    assert not legacy_runtime.fast and legacy_runtime.draft_max == 0
+    assert isinstance(legacy_runtime.model.lm_head, nn.Linear)
+    rt = legacy_runtime.spawn()
+    rt.prefill([100, 101, 102])
+    assert type(rt._cache.layers[0]) is DynamicLayer
+    monkeypatch.setenv("UNSEE_CPU_DECODE", "legacy")
+    assert not fast_by_default()
+    monkeypatch.setenv("UNSEE_CPU_DECODE", "fast")
+    assert fast_by_default()
