@@ -4,6 +4,8 @@ connections), and equal to a graph built from the store at every read."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from unsee import Unsee
@@ -148,6 +150,9 @@ def test_content_recorded_again_for_a_recorded_artifact_rebuilds(u):
     assert same(u).content("tr0") == "page 0, recorded again"
 
 
+@pytest.mark.skipif(os.environ.get("UNSEE_TEST_STORE") == "postgres",
+                    reason="SQLite: another connection's commit moves data_version; on PostgreSQL a rewrite by another process "
+                           "is seen through the forget/erasure lease it holds (test_on_a_shared_store_*)")
 def test_another_connection_writing_the_home_rebuilds(u, tmp_path):
     session(u)
     same(u)

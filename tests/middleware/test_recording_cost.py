@@ -110,7 +110,10 @@ def test_every_span_of_a_run_has_ended_when_the_run_returns(tmp_path):
                  "chat scripted-policy", "execute_tool lookup"):
         assert name in names, (name, names)
     assert names[-1] == "invoke_agent agent"  # the children end before the run's span
-    assert not u.recorder.tasks
+    # only the run lease's release may still wait for the writer (on PostgreSQL it is a round trip):
+    # it gates other processes' forgets, never a span or a record
+    left = [getattr(fn, '__name__', repr(fn)) for fn, _ in list(u.recorder.tasks._q)]
+    assert set(left) <= {'release'}, left
     u.flush()
     stored = {s.span_id for s in u.store.spans("e")}
     assert {format(s.context.span_id, "016x") for s in exporter.get_finished_spans()} == stored
