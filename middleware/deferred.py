@@ -123,7 +123,8 @@ class Pending:
 
 class DeferredRecording:
     """The recorder's hand-off primitives (mixed into :class:`~.recorder.Recorder`, whose
-    ``tracer``, ``store``, ``hasher``, ``fail``, ``links_for`` and ``_content`` they use)."""
+    ``tracer``, ``store``, ``hasher``, ``fail``, ``links_for``, ``_content`` and ``_env_snapshot``
+    they use)."""
 
     tasks: TaskQueue
 
@@ -210,12 +211,7 @@ class DeferredRecording:
                          langgraph_checkpoint_id: str | None = None, env: bool = False) -> None:
         """:meth:`~.recorder.Recorder.checkpoint`: what changes under it is taken now (the
         environment snapshot, the live messages, the cache), the record and its span by a task."""
-        env_id = None
-        if env and self.env_snapshotter is not None:
-            try:
-                env_id = self.env_snapshotter(st.session_id)
-            except Exception as exc:  # a snapshot failure must not stop the agent
-                self.fail(st.session_id, exc)
+        env_id = self._env_snapshot(st, env)
         seq = st.next_seq()
         fields = {
             "session_id": st.session_id, "kind": kind, "step": st.step + 1 if step is None else step,

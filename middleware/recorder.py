@@ -379,12 +379,7 @@ class Recorder(DeferredRecording):
         env: bool = False,
     ) -> Checkpoint:
         """Register a checkpoint (metadata only) in its own short span."""
-        env_id = None
-        if env and self.env_snapshotter is not None:
-            try:
-                env_id = self.env_snapshotter(st.session_id)
-            except Exception as exc:  # a snapshot failure must not stop the agent
-                self.fail(st.session_id, exc)
+        env_id = self._env_snapshot(st, env)
         seq = st.next_seq()
         cp = Checkpoint(
             id=short_id("ckpt", st.session_id, str(seq)),
@@ -404,6 +399,16 @@ class Recorder(DeferredRecording):
         span = self.start_span(st, f"checkpoint {kind.value}", attributes=sc.checkpoint_attributes(cp))
         span.end()
         return cp
+
+    def _env_snapshot(self, st: SessionState, env: bool) -> str | None:
+        """The session's environment snapshot id for a checkpoint, when one is asked and taken."""
+        if not env or self.env_snapshotter is None:
+            return None
+        try:
+            return self.env_snapshotter(st.session_id)
+        except Exception as exc:  # a snapshot failure must not stop the agent
+            self.fail(st.session_id, exc)
+            return None
 
     # -- ids --------------------------------------------------------------
     def system_prompt_id(self, st: SessionState, text: str) -> str:

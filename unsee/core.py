@@ -342,7 +342,7 @@ class Unsee:
         shared memory; ``"all"`` forgets it there too, in dependency order
         (``report.also_forgotten``).
         """
-        from unsee.plugins.forget import Forgetter, Strategy
+        from unsee.plugins.forget import Forgetter
 
         if not isinstance(erase, bool):
             raise InvalidArgument(f"erase must be True or False, got {type(erase).__name__} {erase!r}")

@@ -12,6 +12,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import RemoveMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from unsee.middleware.memory import StoreOverlay
@@ -61,6 +62,18 @@ def commit(ctx: ForgetContext, agent: Any, plan: ReplayPlan, outcome: ReplayOutc
 
 
 
+def _commit_mark(agent: Any, cfg: dict[str, Any]) -> str | None:
+    """The ``unsee_commit`` mark on the thread's latest checkpoint: read from the checkpointer's
+    tuple when the agent has its own saver (no graph tasks prepared for a metadata read)."""
+    saver = getattr(agent, "checkpointer", None)
+    if isinstance(saver, BaseCheckpointSaver):
+        tup = saver.get_tuple(cfg)
+        meta = tup.metadata if tup is not None else {}
+    else:
+        meta = agent.get_state(cfg).metadata
+    return (meta or {}).get("unsee_commit")
+
+
 def finish_commit(ctx: ForgetContext, agent: Any, session: str, event_id: str) -> bool:
     """Roll a begun commit forward (idempotent). Returns False if there is none."""
     pending = {e: (s, since, payload) for e, s, since, payload in ctx.records.pending_commits(session)}
@@ -69,8 +82,7 @@ def finish_commit(ctx: ForgetContext, agent: Any, session: str, event_id: str) -
     scratch, since_ns, payload = pending[event_id]
     data = json.loads(payload or "{}")
     cfg = thread_cfg(session)
-    snap = agent.get_state(cfg)
-    if (snap.metadata or {}).get("unsee_commit") != event_id:
+    if _commit_mark(agent, cfg) != event_id:
         final = agent.get_state(thread_cfg(scratch)).values
         update = {k: v for k, v in final.items() if k != "messages"}
         update["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *final.get("messages", [])]

@@ -197,13 +197,17 @@ class _Indexed:
         masks = self._masks
         return any(masks[p] & _T for p in self._index.postings.get(ident, ()))
 
-    def untrusted_in(self, hays: list[_Haystack]) -> dict[str, set[str]]:
+    def _carrying(self, hays: list[_Haystack], bits: int) -> dict[str, set[str]]:
+        """Identifiers the haystacks may hold -> the artifacts carrying them with any of ``bits``."""
         out = {}
         for ident in self._index.may_hold(hays):
-            ids = self._carriers(ident, _RESTRICT)
+            ids = self._carriers(ident, bits)
             if ids:
                 out[ident] = set(ids)
         return out
+
+    def untrusted_in(self, hays: list[_Haystack]) -> dict[str, set[str]]:
+        return self._carrying(hays, _RESTRICT)
 
     def is_trusted(self, identifier: str) -> bool:
         if self._trusted(identifier):
@@ -219,12 +223,7 @@ class _Indexed:
     def endorsed_in(self, hays: list[_Haystack]) -> dict[str, set[str]] | None:
         if not self._endorsing:
             return None
-        out = {}
-        for ident in self._index.may_hold(hays):
-            ids = self._carriers(ident, _E)
-            if ids:
-                out[ident] = set(ids)
-        return out
+        return self._carrying(hays, _E)
 
     def order(self, ids: Iterable[str]) -> list[str]:
         position = self._graph.position
