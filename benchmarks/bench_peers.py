@@ -5,6 +5,11 @@ one ``@tool``, ``InMemorySaver``, a system prompt) is run under each layer:
 
 - bare: no tracing;
 - unsee: ``Unsee(home=tmp)`` and ``middleware=[u.middleware()]`` (defaults);
+- hooks, a reference and not a peer: a middleware whose ``before_agent`` and
+  ``after_agent`` do nothing. LangChain runs each as a graph node of its own
+  (a superstep), so this is what any middleware that needs the run's start
+  and end pays before it records anything (unsee needs both: the run's lease,
+  root span and turn checkpoint);
 - OpenInference: ``LangChainInstrumentor().instrument(tracer_provider=tp)``,
   an SDK ``TracerProvider`` with a ``BatchSpanProcessor`` to an exporter that
   drops the spans (counting them);
@@ -25,7 +30,7 @@ Measurements, per layer:
 (a) fresh threads: ``--fresh`` (200) threads of one turn each (3 steps);
 (b) one thread of ``--long`` (50) turns, ms/step over the whole thread;
 (c) (a) and (b) with a model that sleeps 50 ms per call (20 threads and a
-    20-turn thread), for bare and unsee (the peers too with ``--slow-peers``),
+    20-turn thread), for bare, unsee and hooks (the peers too with ``--slow-peers``),
     reported as unsee's % per step over bare;
 (d) one thread of 400 turns for bare and unsee (skipped by ``--quick``):
     ms/turn over the first 20 and the last 20 turns. unsee's *added* ms/turn
@@ -97,7 +102,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ["bare", "unsee", "openinference", "traceloop", "langsmith"]
+LAYERS = ["bare", "unsee", "hooks", "openinference", "traceloop", "langsmith"]
+#: measured beside bare and unsee with the slow model too (no tracing: a reference, not a peer)
+REFERENCE = "hooks"
 #: layer -> (module that must be importable, distribution for the version, label)
 PEERS = {
     "openinference": ("openinference.instrumentation.langchain", "openinference-instrumentation-langchain",
@@ -260,6 +267,8 @@ def _label(layer: str) -> str:
         return "bare agent"
     if layer == "unsee":
         return f"unsee {_version('unsee')}"
+    if layer == REFERENCE:
+        return "no-op before/after_agent middleware (reference)"
     _, dist, name = PEERS[layer]
     if layer == "langsmith":
         return f"LangSmith {_version(dist)} (dummy endpoint on 127.0.0.1)"
@@ -459,6 +468,13 @@ def print_report(s: dict, layers: list[str], skipped: list[str], payload: dict, 
                              f"{clock}: {v:+.2f} % {_verdict(v <= SLOW_TARGET * 100)}")
             print(f"  {args.slow_ms:.0f} ms model, {what}, unsee <= +{SLOW_TARGET * 100:.0f} % per step:  "
                   + "  |  ".join(parts))
+    ref = {clock: s[clock].get(REFERENCE) for clock in ("wall", "cpu")}
+    if ref["wall"] and ref["wall"]["fresh_added"] is not None:
+        print("  reference, what a middleware with before_agent/after_agent hooks pays before recording "
+              "anything:  " + "  |  ".join(
+                  f"{clock}: {ref[clock]['fresh_added']:+.2f} ms/step, "
+                  f"{_f(ref[clock]['slow_fresh_pct'], '{:+.2f} %')} per step with the {args.slow_ms:.0f} ms model"
+                  for clock in ("wall", "cpu")))
     if h:
         parts = []
         for clock in ("wall", "cpu"):
@@ -515,7 +531,7 @@ def main(argv: list[str] | None = None) -> None:
     t_all = time.perf_counter()
     print(f"layers: {', '.join(layers)}" + (f"  (skipped, not installed: {', '.join(skipped)})" if skipped else ""))
     print(f"rounds {args.rounds}; per round and layer: {args.fresh} fresh threads x 1 turn, one {args.long}-turn "
-          f"thread; with a {args.slow_ms:.0f} ms model ({'all layers' if args.slow_peers else 'bare and unsee'}) "
+          f"thread; with a {args.slow_ms:.0f} ms model ({'all layers' if args.slow_peers else 'bare, unsee and the reference'}) "
           f"{args.slow_fresh} fresh threads and a {args.slow_long}-turn thread"
           + (f"; then a {hist_turns}-turn thread, bare and unsee in lockstep" if hist_turns else ""))
     print(f"start: {_load()}", flush=True)
@@ -533,7 +549,7 @@ def main(argv: list[str] | None = None) -> None:
             for layer in order:
                 t0 = time.perf_counter()
                 try:
-                    slow = layer in ("bare", "unsee") or args.slow_peers
+                    slow = layer in ("bare", "unsee", REFERENCE) or args.slow_peers
                     out = _worker({**spec, "layer": layer, "payload": r == 0,
                                    **({} if slow else {"slow_fresh": 0, "slow_long": 0})}, ls.url)
                 except Exception as exc:  # one broken layer must not stop the others

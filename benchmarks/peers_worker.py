@@ -129,6 +129,26 @@ class Layer:
         pass
 
 
+class RunHooksLayer(Layer):
+    """Reference, not a peer: a middleware whose ``before_agent`` / ``after_agent`` do nothing.
+    LangChain runs each as a graph node (a superstep of its own), which is what any middleware
+    that needs the run's start and end pays before it records anything."""
+
+    name = "hooks"
+
+    def middleware(self) -> list:
+        from langchain.agents.middleware import AgentMiddleware
+
+        class RunHooks(AgentMiddleware):
+            def before_agent(self, state, runtime):
+                return None
+
+            def after_agent(self, state, runtime):
+                return None
+
+        return [RunHooks()]
+
+
 class UnseeLayer(Layer):
     name = "unsee"
 
@@ -264,6 +284,8 @@ def make_layer(name: str, spec: dict) -> Layer:
         return Layer()
     if name == "unsee":
         return UnseeLayer()
+    if name == "hooks":
+        return RunHooksLayer()
     if name == "openinference":
         return OpenInferenceLayer()
     if name == "traceloop":

@@ -33,7 +33,7 @@ from .forms import target_forms
 from .journal import Journal
 from .ports import ErasureContext
 from .receipt import Receipt, RouteReceipt, SigningKey, sign_receipt, write_receipt
-from .routes import Route, RouteAudit, Scope
+from .routes import Route, RouteAudit, Scope, prefetch_byte_scans
 from .routes_builtin import build_routes
 from .isolated import is_sqlite_family, scan_isolated
 from .scan import sha256_file
@@ -64,8 +64,8 @@ class HomeRoute(Route):
         rp = p.resolve()
         return rp in self.claimed or any(c in rp.parents for c in self.claimed)
 
-    def audit(self, scope: Scope) -> RouteAudit:
-        out = self._audit()
+    def files(self, scope: Scope | None = None) -> list[Path]:
+        """The home's files no other route claims (this route's own)."""
         todo = []
         for root, dirs, files in os.walk(self.home):
             rel = Path(root).relative_to(self.home)
@@ -76,7 +76,11 @@ class HomeRoute(Route):
                 if (not rel.parts and f in OWN_FILES) or self._claimed(p) or not p.is_file():
                     continue
                 todo.append(p)
-        out.add_files(todo, scope)
+        return todo
+
+    def audit(self, scope: Scope) -> RouteAudit:
+        out = self._audit()
+        out.add_files(self.files(scope), scope)
         out.byte_copies = {k: v for k, v in out.byte_copies.items() if v}
         return out
 
@@ -137,7 +141,11 @@ class Eraser:
         if agent is None:
             unreachable.append("the agent's checkpointer and memory store through their API: no agent given "
                                "(u.erase(..., agent=...) / --agent); files of theirs under the home are scanned")
-        return AuditReport(scope.session, [r.audit(scope) for r in routes], unreachable + OUTSIDE)
+        prefetch_byte_scans(scope, routes)
+        try:
+            return AuditReport(scope.session, [r.audit(scope) for r in routes], unreachable + OUTSIDE)
+        finally:
+            scope.byte_scans.clear()  # (the next audit reads the files as they are then)
 
     def audit(self, session: str, target: str, agent: Any = None) -> AuditReport:
         """Every route, byte level and value level, as it is now. Changes nothing."""
@@ -185,10 +193,13 @@ class Eraser:
     def _receipt(self, scope: Scope, routes: list[Route], before: AuditReport, after: AuditReport,
                  notes: dict[str, list[str]]) -> Receipt:
         rows = []
-        for route, b, a in zip(routes, before.routes, after.routes):
-            paths = [Path(p) for p in route.files(scope) if Path(p).is_file()]
-            files = {p: h["sha256"] for p, h in scan_isolated([str(p) for p in paths if is_sqlite_family(p)],
-                                                               scope.target, digests=True).items()}
+        owned = [[Path(p) for p in route.files(scope) if Path(p).is_file()] for route in routes]
+        # every route's SQLite files digested in one child process
+        digests = {p: h["sha256"] for p, h in scan_isolated(
+            sorted({str(p) for paths in owned for p in paths if is_sqlite_family(p)}), scope.target,
+            digests=True).items()}
+        for route, paths, b, a in zip(routes, owned, before.routes, after.routes):
+            files = {str(p): digests[str(p)] for p in paths if str(p) in digests}
             files.update({str(p): sha256_file(p) for p in paths if not is_sqlite_family(p)})
             rows.append(RouteReceipt(name=route.name, method=route.method, copies_before=b.copies,
                                      copies_after=a.copies, value_copies_after=a.value_copies, files=files,

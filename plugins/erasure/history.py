@@ -26,10 +26,11 @@ from typing import Any
 from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.base.id import uuid6
+from pydantic import BaseModel
 
 from unsee.middleware.errors import UnseeError
 
-__all__ = ["HistoryNotRewritable", "StagedHistory", "before_turn", "check_rewritable", "config_of", "copy_thread",
+__all__ = ["HistoryNotRewritable", "StagedHistory", "ThreadReader", "before_turn", "check_rewritable", "config_of", "copy_thread",
            "drop_thread", "drop_threads", "history_holding", "stage_rewrite", "swap_in",
            "threads_with_prefix", "value_text"]
 
@@ -61,30 +62,62 @@ def value_text(value: Any) -> str:
 
 
 def _render(value: Any, out: list[str], seen: dict[int, Any]) -> None:
+    # Iterative, exact types first: a thread's history renders millions of small values.
+    # Parts come out in document order (a stack, children pushed in reverse).
+    stack = [value]
+    pop, push, append = stack.pop, stack.append, out.append
+    while stack:
+        v = pop()
+        t = type(v)
+        if t is str:
+            append(v)
+            continue
+        if v is None or t is bool or t is int or t is float:
+            append(repr(v))
+            continue
+        if id(v) in seen:  # a cycle, or a container met before
+            continue
+        if t is dict:
+            seen[id(v)] = v  # pinned: a freed temporary's id could be reused and skipped
+            for k, x in reversed(v.items()):
+                push(x)
+                push(k)
+            continue
+        if t is list or t is tuple:
+            seen[id(v)] = v
+            stack.extend(reversed(v))
+            continue
+        _render_other(v, out, seen, push)
+
+
+def _render_other(value: Any, out: list[str], seen: dict[int, Any], push: Callable[[Any], None]) -> None:
     if isinstance(value, (str, bytes, bytearray, memoryview)):
         out.append(value if isinstance(value, str) else bytes(value).decode("utf-8", errors="replace"))
         return
-    if value is None or isinstance(value, (bool, int, float)) or id(value) in seen:  # seen: a cycle
-        out.extend(() if id(value) in seen else (repr(value),))
+    if isinstance(value, (bool, int, float)):
+        out.append(repr(value))
         return
-    seen[id(value)] = value  # pinned: a freed temporary's id could be reused and skipped
+    seen[id(value)] = value
     if isinstance(value, dict):
-        for k, v in value.items():
-            _render(k, out, seen)
-            _render(v, out, seen)
+        push(dict(value))  # (a dict subclass: its items as a plain dict's)
     elif isinstance(value, (list, tuple, set, frozenset)):
-        for v in value:
-            _render(v, out, seen)
-    elif hasattr(value, "model_dump"):  # messages (content, tool calls, kwargs) and other pydantic models
+        push(list(value))
+    elif isinstance(value, BaseModel):
+        # messages (content, tool calls, kwargs) and other pydantic models: every field as stored
+        # (a superset of model_dump's, without building the dump), then the extra fields
+        if value.__pydantic_extra__:
+            push(dict(value.__pydantic_extra__))
+        push(dict(value.__dict__))
+    elif hasattr(value, "model_dump"):  # pydantic v1 style models
         try:
-            _render(value.model_dump(), out, seen)
+            push(value.model_dump())
         except Exception:  # a model that cannot dump still has a repr
             out.append(repr(value))
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        _render({f.name: getattr(value, f.name) for f in dataclasses.fields(value)}, out, seen)
+        push({f.name: getattr(value, f.name) for f in dataclasses.fields(value)})
     elif hasattr(value, "__slots__") and not hasattr(value, "__dict__"):
         # e.g. langgraph's Send(node, arg): its repr may escape text, its fields do not
-        _render({s: getattr(value, s, None) for s in value.__slots__}, out, seen)
+        push({s: getattr(value, s, None) for s in value.__slots__})
     else:
         out.append(repr(value))
 
@@ -126,6 +159,45 @@ def _tuples(saver: BaseCheckpointSaver, thread: str) -> list[CheckpointTuple]:
     return list(reversed(list(saver.list(config_of(thread)))))
 
 
+class ThreadReader:
+    """One erasure's reads of a saver: each thread listed (every checkpoint decoded) once, and
+    whether each checkpoint holds the target decided once, until the thread is written.
+
+    Every checkpoint holds the thread's whole state, so a thread of n turns is O(n²) to
+    decode and render: an erasure that audits, stages and audits again must not pay that
+    once per step. A write to a thread must be followed by :meth:`written` (the next read
+    decodes what the saver holds now)."""
+
+    def __init__(self, saver: BaseCheckpointSaver, holds_target: Holds):
+        self.saver = saver
+        self.holds_target = holds_target
+        self._listed: dict[str, list[CheckpointTuple]] = {}
+        self._holding: dict[tuple[str, str, str], bool] = {}
+
+    def every(self, thread: str) -> list[CheckpointTuple]:
+        """The thread's checkpoints in every namespace, newest first (as ``saver.list``)."""
+        if thread not in self._listed:
+            self._listed[thread] = list(self.saver.list({"configurable": {"thread_id": thread}}))
+        return self._listed[thread]
+
+    def root(self, thread: str) -> list[CheckpointTuple]:
+        """The thread's root-namespace checkpoints, oldest first."""
+        return [t for t in reversed(self.every(thread)) if not t.config["configurable"].get("checkpoint_ns")]
+
+    def holds(self, t: CheckpointTuple) -> bool:
+        conf = t.config["configurable"]
+        key = (conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"])
+        if key not in self._holding:
+            self._holding[key] = _holds(t, self.holds_target)
+        return self._holding[key]
+
+    def written(self, *threads: str) -> None:
+        """Forget what was read of ``threads`` (they were written or deleted)."""
+        for thread in threads:
+            self._listed.pop(thread, None)
+        self._holding = {k: v for k, v in self._holding.items() if k[0] not in threads}
+
+
 def before_turn(saver: BaseCheckpointSaver, thread: str, checkpoint_id: str) -> str | None:
     """The checkpoint a turn started from: the parent of the nearest "input" checkpoint at or
     above ``checkpoint_id`` (None for the thread's first turn).
@@ -158,13 +230,16 @@ def _names(value: Any, thread: str) -> bool:
 def _copy(saver: BaseCheckpointSaver, tuples: Iterable[CheckpointTuple], dst: str, *, scrub: str | None,
           rename_to: str, meta_update: dict | None = None, drop: Iterable[str] = (),
           parents: dict[str, str | None] | None = None, ids: dict[str, str] | None = None,
-          step_shift: int = 0) -> dict[str, str]:
+          step_shift: int = 0, taken: set[str] | None = None,
+          written: list[CheckpointTuple] | None = None) -> dict[str, str]:
     """Put ``tuples`` (oldest first) into ``dst``; returns old id -> new id (``ids`` extended).
 
     A parent is ``parents[old id]`` when given, else the new id of the old parent
-    if it was copied (now or in ``ids``), else none (a root)."""
+    if it was copied (now or in ``ids``), else none (a root). ``taken``: the ids
+    ``dst`` holds, when the caller knows them (it emptied ``dst``), else they are
+    listed; ``written`` gets each checkpoint as it was put."""
     ids = {} if ids is None else ids
-    taken = {_id(t) for t in saver.list(config_of(dst))} | set(ids.values())
+    taken = ({_id(t) for t in saver.list(config_of(dst))} if taken is None else taken) | set(ids.values())
     drop = set(drop)
     for t in tuples:
         old = _id(t)
@@ -196,6 +271,10 @@ def _copy(saver: BaseCheckpointSaver, tuples: Iterable[CheckpointTuple], dst: st
         for task_id, writes in by_task.items():
             saver.put_writes(cfg, writes, task_id, "")
         ids[old] = new
+        if written is not None:
+            written.append(CheckpointTuple(config_of(dst, new), ckpt, meta,
+                                           config_of(dst, parent) if parent else None,
+                                           list(t.pending_writes or ())))
     return ids
 
 
@@ -223,11 +302,14 @@ class StagedHistory:
     stage_thread: str
     #: the head of ``thread`` the stage was built from (if it moved, stage again before swapping)
     head: str | None = None
+    #: the staged checkpoints as they were put, oldest first (``swap_in``'s ``staged``)
+    written: list[CheckpointTuple] = dataclasses.field(default_factory=list, repr=False)
 
 
 def stage_rewrite(saver: BaseCheckpointSaver, thread: str, *, fork_checkpoint_id: str | None, suffix_thread: str,
                   stage_thread: str, holds_target: Holds, marker: dict,
-                  continue_after: Callable[[dict], bool] | None = None) -> StagedHistory:
+                  continue_after: Callable[[dict], bool] | None = None,
+                  reader: ThreadReader | None = None) -> StagedHistory:
     """Build ``thread``'s new history in ``stage_thread`` (cleared first); ``thread`` is not written.
 
     The new history: the ancestor line of ``fork_checkpoint_id`` (inclusive,
@@ -250,12 +332,16 @@ def stage_rewrite(saver: BaseCheckpointSaver, thread: str, *, fork_checkpoint_id
     ``kept + suffix == 0`` nothing is staged:
     delete the thread instead of calling :func:`swap_in` (which reads an
     empty stage as "already swapped"). Once "staged" is journaled, never
-    stage again: after a crash in :func:`swap_in` the thread is partial."""
+    stage again: after a crash in :func:`swap_in` the thread is partial.
+    ``reader``: the erasure's reads (``holds_target`` is then its predicate)."""
+    reader = ThreadReader(saver, holds_target) if reader is None else reader
+    holds = reader.holds
     saver.delete_thread(stage_thread)  # a rerun starts clean
-    if any(t.config["configurable"].get("checkpoint_ns") for t in saver.list({"configurable": {"thread_id": thread}})):
+    reader.written(stage_thread)
+    if any(t.config["configurable"].get("checkpoint_ns") for t in reader.every(thread)):
         # delete_thread would take subgraph checkpoints with it and they are not copied back
         raise HistoryNotRewritable(f"thread {thread!r} has subgraph checkpoints: not rewritten")
-    tuples = _tuples(saver, thread)
+    tuples = reader.root(thread)
     by_id = {_id(t): t for t in tuples}
 
     def line(cid: str | None) -> list[CheckpointTuple]:
@@ -271,22 +357,22 @@ def stage_rewrite(saver: BaseCheckpointSaver, thread: str, *, fork_checkpoint_id
         raise HistoryNotRewritable(f"fork checkpoint {fork_checkpoint_id!r} is not in thread {thread!r}")
     prefix = line(fork_checkpoint_id)
     for t in prefix:
-        if _holds(t, holds_target):
+        if holds(t):
             raise HistoryNotRewritable(f"checkpoint {_id(t)} before the fork holds the target")
     kept = {_id(t) for t in prefix}
     side = []
     for t in tuples:  # oldest first: a parent is decided before its children
-        if _id(t) not in main and _id(t) not in kept and _parent(t) in kept and not _holds(t, holds_target):
+        if _id(t) not in main and _id(t) not in kept and _parent(t) in kept and not holds(t):
             kept.add(_id(t))
             side.append(t)
 
-    scratch = _tuples(saver, suffix_thread)
+    scratch = reader.root(suffix_thread)
     seed = []
     while len(seed) < len(scratch) and (scratch[len(seed)].metadata or {}).get("source") == "update":
         seed.append(scratch[len(seed)])
     suffix = scratch[len(seed):]
     for t in suffix:
-        if _holds(t, holds_target):
+        if holds(t):
             raise HistoryNotRewritable(f"counterfactual checkpoint {_id(t)} of {suffix_thread!r} holds the target")
     fork_id = _id(prefix[-1]) if prefix else None
     head = _id(suffix[-1]) if suffix else fork_id
@@ -296,7 +382,7 @@ def stage_rewrite(saver: BaseCheckpointSaver, thread: str, *, fork_checkpoint_id
     if commits:
         after = mainline[commits[-1] + 1:]
         for t in after:
-            if _holds(t, holds_target):
+            if holds(t):
                 raise HistoryNotRewritable(f"checkpoint {_id(t)} after the commit holds the target")
     # a side branch newer than the new head would become the head: drop it (and its descendants)
     side = [t for t in side if head is not None and _id(t) < head]
@@ -307,43 +393,49 @@ def stage_rewrite(saver: BaseCheckpointSaver, thread: str, *, fork_checkpoint_id
     shift = (step(prefix, -1) - step(seed, -1)) if seed else (step(prefix, -1) + 1 - step(suffix, 0))
     shift = shift if prefix else 0
 
+    taken: set[str] = set()  # (the stage was emptied above)
+    written: list[CheckpointTuple] = []
     ids = _copy(saver, prefix + sorted(side, key=_id), stage_thread, scrub=None, rename_to=thread,
-                meta_update=marker)
+                meta_update=marker, taken=taken, written=written)
     _copy(saver, suffix, stage_thread, scrub=suffix_thread, rename_to=thread, meta_update=marker,
-          parents=parents, ids=ids, step_shift=shift)
+          parents=parents, ids=ids, step_shift=shift, taken=taken, written=written)
     if after:
         _copy(saver, after, stage_thread, scrub=None, rename_to=thread, parents={_id(after[0]): ids.get(head or "")},
-              ids=ids)
+              ids=ids, taken=taken, written=written)
+    reader.written(stage_thread)
     kept_n = len(prefix) + len(side) + len(after)
     return StagedHistory(kept=kept_n, suffix=len(suffix), dropped=len(tuples) - kept_n, stage_thread=stage_thread,
-                         head=_id(tuples[-1]) if tuples else None)
+                         head=_id(tuples[-1]) if tuples else None, written=written)
 
 
-def swap_in(saver: BaseCheckpointSaver, thread: str, stage_thread: str) -> int:
+def swap_in(saver: BaseCheckpointSaver, thread: str, stage_thread: str,
+            staged: list[CheckpointTuple] | None = None) -> int:
     """Replace ``thread``'s history by ``stage_thread``'s, then delete the stage. Idempotent.
 
     The caller journals "staged" after :func:`stage_rewrite` and "swapped"
     after this returns; a crash inside is finished by calling this again
     (the stage survives until the copy is complete). An empty or missing
     stage means already swapped: nothing is done and 0 returned. Returns the
-    number of checkpoints now in ``thread``."""
-    staged = _tuples(saver, stage_thread)
+    number of checkpoints now in ``thread``. ``staged``: the stage's
+    checkpoints as :func:`stage_rewrite` put them in this process
+    (``StagedHistory.written``), else they are read from the saver."""
+    staged = _tuples(saver, stage_thread) if staged is None else staged
     if not staged:
         saver.delete_thread(stage_thread)  # writes a partial delete may have left
         return 0
     saver.delete_thread(thread)
-    _copy(saver, staged, thread, scrub=stage_thread, rename_to=thread)
+    _copy(saver, staged, thread, scrub=stage_thread, rename_to=thread, taken=set())
     saver.delete_thread(stage_thread)
     return len(staged)
 
 
-def history_holding(saver: BaseCheckpointSaver, thread: str, holds_target: Holds) -> tuple[int, int]:
-    """(checkpoints of ``thread``, all namespaces; those whose values, pending writes or metadata hold the target)."""
-    total = holding = 0
-    for t in saver.list({"configurable": {"thread_id": thread}}):
-        total += 1
-        holding += _holds(t, holds_target)
-    return total, holding
+def history_holding(saver: BaseCheckpointSaver, thread: str, holds_target: Holds,
+                    reader: ThreadReader | None = None) -> tuple[int, int]:
+    """(checkpoints of ``thread``, all namespaces; those whose values, pending writes or metadata
+    hold the target). ``reader``: the erasure's reads (``holds_target`` is then its predicate)."""
+    reader = ThreadReader(saver, holds_target) if reader is None else reader
+    every = reader.every(thread)
+    return len(every), sum(map(reader.holds, every))
 
 
 def threads_with_prefix(saver: BaseCheckpointSaver, prefix: str) -> list[str]:

@@ -58,6 +58,8 @@ class CheckpointHistoryRoute(Route):
         self.lock = getattr(inner, "lock", None)
         self.path = main_file(self.conn)
         self.keys = self.saver.store if isinstance(self.saver, EncryptingSaver) else None
+        #: (scope, its reads): the audit before an erasure and the rewrite decode each checkpoint once
+        self._reads: tuple[Scope, history.ThreadReader] | None = None
         if self.keys is not None:
             self.method += "; old per-thread keys destroyed (crypto-shredding)"
 
@@ -74,6 +76,11 @@ class CheckpointHistoryRoute(Route):
     def _holds(self, scope: Scope):
         return lambda value: scope.holds(history.value_text(value))
 
+    def _reader(self, scope: Scope) -> history.ThreadReader:
+        if self._reads is None or self._reads[0] is not scope:
+            self._reads = (scope, history.ThreadReader(self.saver, self._holds(scope)))
+        return self._reads[1]
+
     def threads(self, scope: Scope) -> list[str]:
         return [scope.session, *history.threads_with_prefix(self.saver, scope.session + SCRATCH_MARK),
                 *history.threads_with_prefix(self.saver, scope.session + STAGE_MARK)]
@@ -81,8 +88,9 @@ class CheckpointHistoryRoute(Route):
     def audit(self, scope: Scope) -> RouteAudit:
         out = self._audit()
         total = holding = 0
+        reader = self._reader(scope)
         for thread in self.threads(scope):
-            n, h = history.history_holding(self.saver, thread, self._holds(scope))
+            n, h = history.history_holding(self.saver, thread, reader.holds_target, reader)
             total, holding = total + n, holding + h
         out.value_copies = holding
         out.notes.append(f"{holding} of {total} checkpoints hold the target")
@@ -93,12 +101,18 @@ class CheckpointHistoryRoute(Route):
         return out
 
     def erase(self, scope: Scope) -> list[str]:
+        try:
+            return self._erase(scope)
+        finally:
+            self._reads = None  # the audit after reads what the saver holds now
+
+    def _erase(self, scope: Scope) -> list[str]:
         notes: list[str] = []
-        saver, thread = self.saver, scope.session
+        saver, thread, reader = self.saver, scope.session, self._reader(scope)
         pending = self._pending(scope)
         if pending:
             history.check_rewritable(self.agent)  # HistoryNotRewritable before anything changes
-        if not pending and history.history_holding(saver, thread, self._holds(scope))[1]:
+        if not pending and history.history_holding(saver, thread, reader.holds_target, reader)[1]:
             raise history.HistoryNotRewritable(
                 f"session {thread!r} holds the target in its checkpoint history but has no committed replay "
                 "to rewrite it from: forget the target first (u.forget / unsee forget)")
@@ -106,8 +120,10 @@ class CheckpointHistoryRoute(Route):
         # thread; once that one is swapped in (ids kept), the fork point is in the thread itself.
         for k, (event_id, scratch, fork) in enumerate(pending):
             last = k == len(pending) - 1
-            notes += self._rewrite(scope, event_id, scratch, fork, self._holds(scope) if last else _never)
+            notes += self._rewrite(scope, event_id, scratch, fork,
+                                   reader if last else history.ThreadReader(saver, _never))
             history.drop_thread(saver, scratch)
+            reader.written(thread, scratch)
         for t in self.threads(scope)[1:]:
             history.drop_thread(saver, t)
         moved = self.records.retarget_checkpoints(scope.session, scope.session + SCRATCH_MARK)
@@ -136,11 +152,13 @@ class CheckpointHistoryRoute(Route):
                 out.append((event_id, scratch, json.loads(payload or "{}").get("fork")))
         return out
 
-    def _rewrite(self, scope: Scope, event_id: str, scratch: str, fork: dict | None, holds) -> list[str]:
+    def _rewrite(self, scope: Scope, event_id: str, scratch: str, fork: dict | None,
+                 reader: history.ThreadReader) -> list[str]:
         """Stage, journal, swap: the thread becomes its clean prefix + ``scratch``'s suffix."""
         saver, thread, journal = self.saver, scope.session, self._journal(scope)
         key, stage = f"history:{event_id}", f"{thread}{STAGE_MARK}{event_id[:12]}"
-        notes = []
+        notes: list[str] = []
+        staged = None
         if journal.get(key) == "swapped":
             return notes
         head = saver.get_tuple(history.config_of(thread))
@@ -157,7 +175,7 @@ class CheckpointHistoryRoute(Route):
                 start = history.before_turn(saver, thread, fork["checkpoint_id"]) if fork else None
                 staged = history.stage_rewrite(
                     saver, thread, fork_checkpoint_id=start, suffix_thread=scratch, stage_thread=stage,
-                    holds_target=holds,
+                    holds_target=reader.holds_target, reader=reader,
                     marker={"unsee_rewritten": scope.event_id or "erase", "unsee_commit": event_id},
                     continue_after=lambda meta: meta.get("unsee_commit") == event_id)
                 notes.append(f"history staged: {staged.kept} kept + {staged.suffix} counterfactual checkpoints; "
@@ -171,7 +189,9 @@ class CheckpointHistoryRoute(Route):
             # from here on the thread may be partial: a rerun finishes the swap, never stages again
             journal.set(**{key: "swapping"})
         fault_point("erase:history:swapping")
-        n = history.swap_in(saver, thread, stage)
+        # (the stage this process just built is not read back; a rerun after a crash reads it)
+        n = history.swap_in(saver, thread, stage, staged.written if staged is not None else None)
+        reader.written(thread, stage)
         journal.set(**{key: "swapped"})
         notes.append(f"history swapped in ({n} checkpoints)")
         return notes

@@ -22,9 +22,9 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Send
 from typing_extensions import TypedDict
 
-from unsee.plugins.erasure.history import (HistoryNotRewritable, before_turn, check_rewritable, config_of,
-                                           copy_thread, drop_threads, history_holding, stage_rewrite, swap_in,
-                                           threads_with_prefix, value_text)
+from unsee.plugins.erasure.history import (HistoryNotRewritable, ThreadReader, before_turn, check_rewritable,
+                                           config_of, copy_thread, drop_threads, history_holding, stage_rewrite,
+                                           swap_in, threads_with_prefix, value_text)
 from unsee.plugins.eval import ScriptedChatModel, call_id
 
 SECRET = "4417-2231"
@@ -296,3 +296,58 @@ def test_before_turn_finds_the_state_the_turn_started_from(setup):
     assert before_turn(saver, T, inside_turn2) == fork
     assert before_turn(saver, T, line[line.index(fork) + 1]) == fork  # turn 2's input checkpoint
     assert before_turn(saver, T, line[1]) is None  # inside the first turn
+
+
+def _listing(saver) -> dict[str, int]:
+    """Count the saver's ``list`` calls per thread (each decodes every checkpoint it yields)."""
+    calls: dict[str, int] = {}
+    inner = saver.list
+
+    def counted(config, **kw):
+        thread = ((config or {}).get("configurable") or {}).get("thread_id")
+        calls[thread] = calls.get(thread, 0) + 1
+        return inner(config, **kw)
+
+    saver.list = counted
+    return calls
+
+
+def _history(saver, thread: str) -> list:
+    return [(t.config["configurable"]["checkpoint_id"], (t.parent_config or {}).get("configurable", {})
+             .get("checkpoint_id"), dict(t.metadata), saver.serde.dumps_typed(t.checkpoint["channel_values"]),
+             sorted((w[0], w[1]) for w in t.pending_writes or ())) for t in reversed(list(saver.list(config_of(thread))))]
+
+
+def test_one_reader_decodes_each_thread_once_for_the_audit_and_the_stage(setup):
+    agent, saver, *_ = setup
+    fork = forget_by_hand(agent)
+    calls = _listing(saver)
+    reader = ThreadReader(saver, holds)
+    total, holding = history_holding(saver, T, holds, reader)  # the audit before
+    assert holding > 0
+    staged = stage_rewrite(saver, T, fork_checkpoint_id=fork, suffix_thread=SCRATCH, stage_thread=STAGE,
+                           holds_target=holds, marker={"unsee_rewritten": "ev1"}, reader=reader)
+    assert calls == {T: 1, SCRATCH: 1}  # not once per pass
+    assert len(staged.written) == staged.kept + staged.suffix == 11
+    reader.written(T)
+    assert history_holding(saver, T, holds, reader) == (total, holding) and calls[T] == 2  # read again once written
+
+
+def test_swapping_in_the_stage_this_process_built_equals_reading_it_back(setup, tmp_path):
+    agent, saver, *_ = setup
+    fork = forget_by_hand(agent)
+    kw = dict(fork_checkpoint_id=fork, suffix_thread=SCRATCH, holds_target=holds, marker={"unsee_rewritten": "ev1"})
+    copy_thread(saver, T, "u")  # the same history twice: one swapped from memory, one read back
+    copy_thread(saver, SCRATCH, "u~cf-x")
+    staged = stage_rewrite(saver, T, stage_thread=STAGE, **kw)
+    assert _history(saver, STAGE)[-1][0] == staged.written[-1].config["configurable"]["checkpoint_id"]
+    calls = _listing(saver)
+    assert swap_in(saver, T, STAGE, staged.written) == 11
+    assert STAGE not in calls  # the stage was not read back
+    stage_rewrite(saver, "u", stage_thread="u~er-x", **{**kw, "suffix_thread": "u~cf-x",
+                                                        "fork_checkpoint_id": fork})
+    assert swap_in(saver, "u", "u~er-x") == 11
+    mine, read_back = _history(saver, T), _history(saver, "u")
+    assert [(p, m.get("source"), m.get("step"), v, w) for _, p, m, v, w in mine] == \
+        [(p, m.get("source"), m.get("step"), v, w) for _, p, m, v, w in read_back]
+    assert history_holding(saver, T, holds) == (11, 0)
