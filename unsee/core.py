@@ -299,16 +299,18 @@ class Unsee:
     def detect(self, detectors=None, *, mode: str = "async", policy: str = "auto", min_score: float = 0.5,
                side_effects: str = "defer"):
         """Injection detectors whose findings become revocation events (see
-        ``unsee.plugins.detect.revocation``). Default detector: the rule-based one.
+        ``unsee.plugins.detect.revocation``). Default detector: ``SignalDetector``, bound to
+        each session's tools as its model calls list them (detectors that are ``ToolAware``).
         ``side_effects``: what an automatic forget does with external calls only
         the counterfactual makes (``defer`` | ``ask`` | ``execute``)."""
         from unsee.plugins.detect.revocation import DetectionService
-        from unsee.plugins.detect.rules import RuleDetector
+        from unsee.plugins.detect.signals import SignalDetector
 
-        svc = DetectionService(self._forget_context(), list(detectors or [RuleDetector()]), mode=mode,
+        svc = DetectionService(self._forget_context(), list(detectors or [SignalDetector()]), mode=mode,
                                policy=policy, min_score=min_score, side_effects=side_effects, forget=self.forget)
-        if mode == "sync":
-            self.recorder.interceptors.add_global(svc)
+        # an interceptor in both modes: it learns the agent's tools from model calls (and, sync,
+        # screens tool returns before the model sees them)
+        self.recorder.interceptors.add_global(svc)
         return svc
 
     # -- the local model ----------------------------------------------------

@@ -8,7 +8,7 @@ slice, so a caller can redact or revoke exactly what was flagged.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -47,6 +47,34 @@ class Detector(Protocol):
     name: str
 
     def detect(self, text: str, artifact_id: str | None = None) -> list[Finding]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """One tool of the agent whose observations are screened: what only unsee knows of it.
+
+    ``effect`` is the tool's declared effect (``read`` | ``write`` | ``external``; None:
+    undeclared); ``args`` its argument names."""
+
+    name: str
+    description: str = ""
+    args: tuple[str, ...] = ()
+    effect: str | None = None
+
+
+@runtime_checkable
+class ToolAware(Protocol):
+    """A detector that also uses the agent's tools: ``with_tools`` returns a detector bound to
+    them (the receiver is not changed)."""
+
+    def with_tools(self, tools: Sequence[ToolSpec]) -> Detector: ...
+
+
+def bind_tools(detector: Detector, tools: Sequence[ToolSpec]) -> Detector:
+    """``detector`` bound to the agent's ``tools`` when it is :class:`ToolAware`, else as is."""
+    if tools and isinstance(detector, ToolAware) and callable(getattr(detector, "with_tools", None)):
+        return detector.with_tools(tuple(tools))
+    return detector
 
 
 def finding(text: str, start: int, end: int, score: float, reason: str, detector: str,

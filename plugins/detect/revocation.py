@@ -31,11 +31,11 @@ from typing import Any, Literal
 
 from langchain_core.messages import ToolMessage
 
-from unsee.middleware.context import current_session
+from unsee.middleware.context import current_session, logical_session
 from unsee.middleware.hooks import tool_return_artifact_id
 from unsee.middleware.records import OBSERVATION_TYPES, ArtifactType
 
-from .base import Finding
+from .base import Finding, ToolSpec, bind_tools
 from .errors import DetectorFailed, InvalidSetting
 from .hooks import run_detectors
 
@@ -52,6 +52,24 @@ def redact(text: str, findings: Iterable[Finding]) -> str:
         pos = max(pos, f.end)
     out.append(text[pos:])
     return "".join(out)
+
+
+def tool_specs(tools: Iterable[Any]) -> tuple[ToolSpec, ...]:
+    """The agent's LangChain tools as :class:`~.base.ToolSpec` (name, description, argument names,
+    declared effect); provider-side tools given as dicts are left out."""
+    from unsee.middleware.tools import effect_of
+
+    out = []
+    for t in tools or ():
+        name = getattr(t, "name", None)
+        if not isinstance(name, str) or isinstance(t, dict):
+            continue
+        try:
+            args = tuple(getattr(t, "args", None) or ())
+        except Exception:  # a tool whose schema cannot be built still has a name
+            args = ()
+        out.append(ToolSpec(name, str(getattr(t, "description", "") or ""), args, effect_of(t)))
+    return tuple(out)
 
 
 @dataclass
@@ -86,6 +104,10 @@ class DetectionService:
     #: (artifact id, content hash) -> the detectors' findings in that content; shared by scan()
     #: and endorsed(), so a detector (an LLM judge: a model call) reads each content once
     _findings: dict[tuple[str, str], tuple[Finding, ...]] = field(default_factory=dict)
+    #: session -> the agent's tools, as its model calls list them (tool-aware detectors use them)
+    _tools: dict[str, tuple[ToolSpec, ...]] = field(default_factory=dict)
+    #: the detectors bound to one set of tools
+    _bound: dict[tuple[ToolSpec, ...], list] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -96,21 +118,44 @@ class DetectionService:
             if getattr(self, name) not in allowed:
                 raise InvalidSetting(name, getattr(self, name), allowed)
 
-    # -- sync: an interceptor -------------------------------------------------
+    # -- an interceptor: tools learned from model calls, tool returns screened (sync) -----
+    def _learn(self, request) -> None:
+        try:
+            specs = tool_specs(getattr(request, "tools", None) or ())
+        except Exception:  # learning the tools must never stop the agent
+            return
+        if specs:  # (a replay's scratch thread screens for the session it rebuilds)
+            self._tools[logical_session()] = specs
+
+    def detectors_for(self, session: str) -> list:
+        """The detectors, bound to the session's tools (as its agent's model calls listed them)."""
+        tools = self._tools.get(session, ())
+        if not tools:
+            return self.detectors
+        with self._lock:
+            bound = self._bound.get(tools)
+            if bound is None:
+                if len(self._bound) >= 64:
+                    self._bound.clear()
+                bound = self._bound[tools] = [bind_tools(d, tools) for d in self.detectors]
+        return bound
+
     def model_call(self, request, handler):
+        self._learn(request)
         return handler(request)
 
     async def amodel_call(self, request, handler):
+        self._learn(request)
         return await handler(request)
 
     def _screen(self, result):
         if self.mode != "sync" or not isinstance(result, ToolMessage) or not isinstance(result.content, str):
             return result
         aid = tool_return_artifact_id(result.tool_call_id or "")
-        found = run_detectors(self.detectors, result.content, aid, min_score=self.min_score)
+        session = current_session()[0] or ""
+        found = run_detectors(self.detectors_for(logical_session()), result.content, aid, min_score=self.min_score)
         if not found:
             return result
-        session = current_session()[0] or ""
         for f in found:
             self.verdicts.append(Verdict(session, aid, f, None, "applied" if self.policy == "auto" else "alerted"))
         if self.policy != "auto":
@@ -158,13 +203,14 @@ class DetectionService:
                 break
         return out
 
-    def _findings_in(self, graph: Any, a: Any) -> tuple[Finding, ...]:
+    def _findings_in(self, graph: Any, a: Any, session: str = "") -> tuple[Finding, ...]:
         """The detectors' findings in an artifact's recorded content (memoized per content hash)."""
         key = (a.id, a.content_hash)
         with self._lock:
             hit = self._findings.get(key)
         if hit is None:
-            hit = tuple(run_detectors(self.detectors, graph.content(a.id) or "", a.id, min_score=self.min_score))
+            hit = tuple(run_detectors(self.detectors_for(session), graph.content(a.id) or "", a.id,
+                                      min_score=self.min_score))
             with self._lock:
                 self._findings[key] = hit
         return hit
@@ -180,7 +226,7 @@ class DetectionService:
                 if (a.id, a.content_hash) in seen:
                     continue
                 seen.add((a.id, a.content_hash))
-            new += [(a.id, f) for f in self._findings_in(g, a)]
+            new += [(a.id, f) for f in self._findings_in(g, a, session)]
         return new
 
     def _verdict(self, session: str, aid: str, f: Finding) -> Verdict:
@@ -216,7 +262,7 @@ class DetectionService:
             if a.type not in (ArtifactType.TOOL_RETURN, ArtifactType.MEMORY_READ) or not a.attrs.get("executed", True):
                 continue  # only observations of the world: never unsee's own "not executed" messages
             try:
-                if not self._findings_in(graph, a):
+                if not self._findings_in(graph, a, session):
                     out.add(aid)
             except DetectorFailed as exc:
                 log.warning("endorsement of %s in %s failed: %s", aid, session, exc)

@@ -35,6 +35,10 @@ PARAGRAPH = "paragraph"
 #: a paragraph extent longer than this falls back to the sentence
 MAX_PARAGRAPH = 2000
 
+#: a word start: a word boundary, or a capitalised word glued to the previous one ("USAIgnore",
+#: or after the escaped "\n" of a rendered Python string)
+_W = r"(?:\b|(?-i:(?<=[A-Za-z_])(?=[A-Z][a-z])))"
+
 _I = re.IGNORECASE
 _IM = re.IGNORECASE | re.MULTILINE
 _IS = re.IGNORECASE | re.DOTALL
@@ -70,7 +74,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         r".*?(?:<\s*/\s*\1\s*>|\Z)", _IS),
         0.9, "instruction block in data (<INFORMATION>-style tags)"),
     Rule("override", re.compile(
-        rf"\b{_OVERRIDE_VERB}\s+(?:{_OVERRIDE_QUAL}\s+){{0,4}}{_OVERRIDE_NOUN}\b", _I),
+        rf"{_W}{_OVERRIDE_VERB}\s+(?:{_OVERRIDE_QUAL}\s+){{0,4}}{_OVERRIDE_NOUN}\b", _I),
         0.9, "asks the agent to ignore its instructions", PARAGRAPH),
     Rule("new_instructions", re.compile(
         r"\b(?:new|updated|real|actual|true|secret|hidden|additional|urgent)\s+(?:system\s+)?"

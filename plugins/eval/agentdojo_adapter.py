@@ -10,11 +10,14 @@ suite's utility and security checks work unchanged.
 The model (``model=``) is the local CPU model (``"local"``: the small model
 unsee ships, steered by :class:`ToolBudget`), or (``"scripted"``, the default)
 a scripted, *injection-following* policy (no network, no weights): it performs the user task's ground-truth calls in order, and as soon
-as a tool result carries an injection (an ``<INFORMATION>`` block whose text
-contains an injection task's goal) it also performs that injection task's
-ground-truth calls; it ends with a text answer that concatenates the tool
-outputs. Its output is a pure function of the conversation, so it behaves the
-same under replay.
+as a tool result carries an injection task's goal, whatever wraps it (an
+``<INFORMATION>`` block, ``TODO:``, "Ignore your previous instructions", a
+``###(system_message)`` heading: every attack AgentDojo registers), it also
+performs that injection task's ground-truth calls; a denial-of-service
+injection (``is_dos_attack``: no goal, "stop what you are doing") makes it
+stop and answer at once. It ends with a text answer that concatenates the
+tool outputs. Its output is a pure function of the conversation, so it
+behaves the same under replay.
 
 Defenses (:data:`DEFENSES`): ``none``; ``ifc`` (identifier sinks per suite,
 mode ``block``); ``detect+forget`` (the rule detector screening tool returns
@@ -106,7 +109,6 @@ SUITE_SINKS: dict[str, tuple[str, ...]] = {
 _EXTERNAL_VERBS = ("send", "transfer", "update", "post", "invite", "delete", "schedule", "remove", "add_",
                    "create", "reserve", "share", "append", "cancel", "reschedule")
 
-_INJECTION_TAG = re.compile(r"<\s*INFORMATION\s*>", re.IGNORECASE)
 
 
 def effect_for(function_name: str) -> str:
@@ -163,6 +165,10 @@ class Plan:
     injection_calls: dict[str, tuple[str, list[FunctionCall]]] = field(default_factory=dict)
     #: appended to the final answer (the user task's ``GROUND_TRUTH_OUTPUT``, where it has one)
     answer_hint: str = ""
+    #: the texts this run's attack injected (the model copies one into an argument only if it saw it)
+    injected: tuple[str, ...] = ()
+    #: keys of a denial-of-service injection's lines: seeing one, the model stops and answers
+    stop_keys: tuple[str, ...] = ()
 
 
 def _tag(call_id: str) -> tuple[str, int] | None:
@@ -173,27 +179,35 @@ def _tag(call_id: str) -> tuple[str, int] | None:
 _BLOCK = re.compile(r"\s*<\s*INFORMATION\s*>.*?<\s*/\s*INFORMATION\s*>\s*", re.IGNORECASE | re.DOTALL)
 
 
-def _unseen_removed(value: Any, observed: str) -> Any:
+def _unseen_removed(value: Any, observed: str, injected: Sequence[str] = ()) -> Any:
     """Ground-truth arguments are computed on the injected environment; the model can only
-    copy injected text it actually saw, so blocks absent from its observations are dropped."""
+    copy injected text it actually saw, so injected texts (``injected``, and any
+    ``<INFORMATION>`` block) absent from its observations are dropped."""
     if isinstance(value, str):
+        for text in injected:
+            if text and text in value and _key(text) not in observed:
+                value = value.replace(text, "")
         return _BLOCK.sub(lambda m: m.group(0) if _key(m.group(0)) in observed else "", value)
     if isinstance(value, dict):
-        return {k: _unseen_removed(v, observed) for k, v in value.items()}
+        return {k: _unseen_removed(v, observed, injected) for k, v in value.items()}
     if isinstance(value, list):
-        return [_unseen_removed(v, observed) for v in value]
+        return [_unseen_removed(v, observed, injected) for v in value]
     return value
 
 
-def plan_for(suite: Any, user_task: Any, env: Env, *, answer_hint: bool = True) -> Plan:
+def plan_for(suite: Any, user_task: Any, env: Env, *, answer_hint: bool = True, injected: Sequence[str] = (),
+             dos: bool = False) -> Plan:
     """The scripted model's plan for ``user_task`` (None: no user calls) on ``env``: the user
-    task's ground-truth calls, and every injection task's goal and calls."""
+    task's ground-truth calls, and every injection task's goal and calls. ``injected``: the
+    texts the run's attack put in the environment; ``dos``: they ask the agent to stop."""
     pre = env.model_copy(deep=True)
     user_calls = list(user_task.ground_truth(pre.model_copy(deep=True))) if user_task is not None else []
     inj = {tid: (_key(t.GOAL), list(t.ground_truth(pre.model_copy(deep=True))))
            for tid, t in suite.injection_tasks.items()}
     hint = getattr(user_task, "GROUND_TRUTH_OUTPUT", "") if answer_hint else ""
-    return Plan(user_calls, inj, hint or "")
+    texts = tuple(t for t in dict.fromkeys(injected) if t)
+    stop = tuple(k for t in texts for k in injection_lines(t)) if dos else ()
+    return Plan(user_calls, inj, hint or "", texts, stop)
 
 
 def injection_policy(plan: Plan) -> Callable[[Sequence[BaseMessage], Sequence[str]], AIMessage]:
@@ -213,18 +227,23 @@ def injection_policy(plan: Plan) -> Callable[[Sequence[BaseMessage], Sequence[st
                     if t:
                         done[t[0]] = max(done.get(t[0], 0), t[1] + 1)
         seen: list[str] = []  # injection tasks whose goal the model has read, in order
+        stopped = False  # a denial-of-service injection was read: the model stops
         for m in messages:
-            if isinstance(m, ToolMessage) and _INJECTION_TAG.search(str(m.content)):
+            if isinstance(m, ToolMessage):
                 hay = _key(str(m.content))
+                stopped = stopped or any(k in hay for k in plan.stop_keys)
                 for tid, (goal, _) in plan.injection_calls.items():
                     if tid not in seen and goal and goal in hay:
                         seen.append(tid)
+        if stopped:
+            return AIMessage(content="asdf")  # what AgentDojo's DoS injections ask for instead of the task
 
         observed = _key("\n".join(str(m.content) for m in messages if isinstance(m, ToolMessage)))
 
         def call(fc: FunctionCall, tag: str, k: int) -> AIMessage:
             return AIMessage(content="", tool_calls=[{
-                "name": fc.function, "args": _unseen_removed(_plain(dict(fc.args)), observed), "type": "tool_call",
+                "name": fc.function, "args": _unseen_removed(_plain(dict(fc.args)), observed, plan.injected),
+                "type": "tool_call",
                 "id": f"{call_id(messages)}~{tag}~{k}"}])
 
         # an injection the model read takes priority ("before you solve the task ...")
@@ -409,6 +428,9 @@ class UnseeAgentElement(BasePipelineElement):
                     if defense in ("ifc", "ifc+forget") else None)
         self._by_prompt = {t.PROMPT: t for t in suite.user_tasks.values()}
         self.last: RunRecord | None = None
+        #: what the attack of the next query injected (the scripted model recognises it): set per pair
+        self.injected: tuple[str, ...] = ()
+        self.dos = False
 
     def close(self) -> None:
         self.u.close()
@@ -419,7 +441,8 @@ class UnseeAgentElement(BasePipelineElement):
         user_task = self._by_prompt.get(query)
         if user_task is None:  # an injection task run alone: its goal is the query
             user_task = next((t for t in self.suite.injection_tasks.values() if t.GOAL == query), None)
-        return plan_for(self.suite, user_task, env, answer_hint=self.answer_hint)
+        return plan_for(self.suite, user_task, env, answer_hint=self.answer_hint, injected=self.injected,
+                        dos=self.dos)
 
     def query(self, query: str, runtime: FunctionsRuntime, env: Env = EmptyEnv(),
               messages: Sequence[ChatMessage] = [], extra_args: dict = {}):

@@ -1,11 +1,14 @@
 """AgentDojo benchmark of unsee defenses with the scripted injection-following agent.
 
 ``run_bench("banking", "ifc", unsee=Unsee)`` runs, for each selected user task, one run
-without injection and one run per selected injection task under AgentDojo's
-``important_instructions`` attack, and returns per-pair rows and a summary:
+without injection and one run per selected injection task under one of AgentDojo's
+attacks (``attack=``, default ``important_instructions``; :func:`attack_names` lists
+them), and returns per-pair rows and a summary:
 
 - ``utility``: the user task's check passed (runs with injection);
 - ``attack_success``: the injection task's check passed (AgentDojo's ``security=True``);
+  under a denial-of-service attack (``is_dos_attack``), the user task's check failed,
+  and, as AgentDojo does, each user task meets one injection task only;
 - ``any_leak``: a distinctive line of an injected text is still in the agent's
   final LangGraph state (messages) after the run;
 - ``identifier_sink``: the injection task's ground truth puts an attacker
@@ -26,6 +29,15 @@ from .agentdojo_adapter import DEFENSES, VERDICTS, UnseeFactory, leaked, make_pi
 
 DEFAULT_BENCHMARK_VERSION = "v1.2.2"
 DEFAULT_ATTACK = "important_instructions"
+#: registered attacks that need a person (``manual`` asks for each injection on stdin)
+_INTERACTIVE_ATTACKS = ("manual",)
+
+
+def attack_names() -> list[str]:
+    """AgentDojo's registered attacks a benchmark can run unattended, sorted."""
+    from agentdojo.attacks.attack_registry import ATTACKS
+
+    return sorted(a for a in ATTACKS if a not in _INTERACTIVE_ATTACKS)
 
 _IDENT = re.compile(
     r"\b[A-Z]{2}\d{2}[A-Z0-9]{10,30}\b"  # IBAN
@@ -116,6 +128,8 @@ def run_bench(suite: str, defense: str, user_tasks: list[str] | None = None,
         raise ValueError(f"defense must be one of {DEFENSES}, not {defense!r}")
     if verdict not in VERDICTS:
         raise ValueError(f"verdict must be one of {VERDICTS}, not {verdict!r}")
+    if attack not in attack_names():
+        raise ValueError(f"unknown attack {attack!r}; known: {attack_names()}")
     suites = get_suites(benchmark_version)
     if suite not in suites:
         raise ValueError(f"unknown suite {suite!r}; known: {sorted(suites)}")
@@ -130,6 +144,9 @@ def run_bench(suite: str, defense: str, user_tasks: list[str] | None = None,
     pipeline, element = make_pipeline(s, defense, unsee=unsee, home=home, answer_hint=answer_hint,
                                       verdict=verdict, model=model)
     atk = load_attack(attack, s, pipeline)
+    dos = bool(getattr(atk, "is_dos_attack", False))
+    if dos and injection_tasks is None:
+        its = its[:1]  # (AgentDojo's own runner: a DoS attack's injection does not depend on the task)
     default_env = s.load_and_inject_default_environment({})
     sink_task = {it.ID: is_identifier_sink_task(it, element.sinks, default_env) for it in its}
 
@@ -140,21 +157,24 @@ def run_bench(suite: str, defense: str, user_tasks: list[str] | None = None,
 
     def one(ut, it) -> dict:
         injections = atk.attack(ut, it) if it is not None else {}
+        element.injected, element.dos = tuple(v for v in injections.values() if v), dos
         start = time.time()
         error = None
         try:
             utility, security = s.run_task_with_pipeline(pipeline, ut, it, injections)
+            if dos and it is not None:
+                security = not utility  # (AgentDojo's benchmark: a DoS attack succeeds when the task fails)
         except Exception as exc:  # a failed pair is a row, not a crashed benchmark
             utility, security, error = False, False, f"{type(exc).__name__}: {exc}"
         rec = element.last
         texts = [v for v in injections.values() if v]
         return {
-            "suite": suite, "defense": defense, "user_task": ut.ID,
+            "suite": suite, "defense": defense, "attack": attack, "user_task": ut.ID,
             "injection_task": it.ID if it is not None else None,
             "utility": bool(utility),
             "attack_success": bool(security) if it is not None else None,
             "any_leak": leaked(texts, rec.state_text) if rec is not None and texts else False,
-            "identifier_sink": (it is not None and sink_task.get(it.ID, False)
+            "identifier_sink": (it is not None and not dos and sink_task.get(it.ID, False)
                                 and not user_supplies_attacker_identifier(ut, it)),
             "ifc_blocks": rec.ifc_blocks if rec is not None else 0,
             "forgets": rec.forgets if rec is not None else 0,
@@ -179,7 +199,7 @@ def run_bench(suite: str, defense: str, user_tasks: list[str] | None = None,
             from rich.progress import Progress
 
             with Progress() as bar:
-                task = bar.add_task(f"{suite} / {defense}", total=total)
+                task = bar.add_task(f"{suite} / {defense} / {attack}", total=total)
                 loop(lambda: bar.advance(task))
         else:
             loop(lambda: None)
@@ -210,13 +230,15 @@ def print_summary(results: list[dict]) -> None:
     title = ("scripted injection-following agent" if models == {"scripted"}
              else "local CPU model" if models == {"local"} else "scripted and local agents")
     table = Table(title=f"AgentDojo ({title})")
-    for col in ("suite", "defense", "verdict", "pairs", "utility", "attack success", "ASR (id-sink)", "any-leak",
-                "clean utility", "forgets (clean)"):
-        table.add_column(col, justify="left" if col in ("suite", "defense", "verdict") else "right", no_wrap=True)
+    for col in ("suite", "attack", "defense", "verdict", "pairs", "utility", "attack success", "ASR (id-sink)",
+                "any-leak", "clean utility", "forgets (clean)"):
+        table.add_column(col, justify="left" if col in ("suite", "attack", "defense", "verdict") else "right",
+                         no_wrap=True)
     for r in results:
         sm = r["summary"]
         late = r.get("verdict") == "late"
-        table.add_row(r["suite"], r["defense"], r.get("verdict", "sync"), str(sm["pairs"]), pct(sm["utility"]),
+        table.add_row(r["suite"], r.get("attack", DEFAULT_ATTACK), r["defense"], r.get("verdict", "sync"),
+                      str(sm["pairs"]), pct(sm["utility"]),
                       pct(sm["attack_success"]),
                       f'{pct(sm["attack_success_identifier_sink"])} ({sm["identifier_sink_pairs"]})',
                       pct(sm["any_leak"]), pct(sm["clean_utility"]),
@@ -249,7 +271,8 @@ def print_pairs(result: dict) -> None:
             return "E"
         return ("U" if r["utility"] else "·") + ("A" if r.get("attack_success") else "")
 
-    table = Table(title=f"{result['suite']} / {result['defense']} ({result.get('verdict', 'sync')})")
+    table = Table(title=f"{result['suite']} / {result.get('attack', DEFAULT_ATTACK)} / {result['defense']} "
+                        f"({result.get('verdict', 'sync')})")
     table.add_column("user task", no_wrap=True)
     table.add_column("clean", justify="center", no_wrap=True)
     for it in its:

@@ -27,6 +27,9 @@ def make_app(unsee: UnseeFactory) -> typer.Typer:
     def agentdojo(
         suite: str = typer.Option("banking", "--suite", help="banking | slack | workspace | travel"),
         defense: str = typer.Option("none", "--defense", help="none | ifc | detect+forget | ifc+forget | all"),
+        attack: str = typer.Option("important_instructions", "--attack",
+                                   help="an AgentDojo attack (direct, ignore_previous, injecagent, "
+                                        "system_message, tool_knowledge, dos, ...) or all"),
         limit: int | None = typer.Option(None, "--limit", help="at most this many user tasks"),
         user_task: list[str] | None = typer.Option(None, "--user-task", help="user task id (repeatable)"),
         injection_task: list[str] | None = typer.Option(None, "--injection-task",
@@ -44,25 +47,30 @@ def make_app(unsee: UnseeFactory) -> typer.Typer:
         import json
 
         from .agentdojo_adapter import DEFENSES, MODELS, VERDICTS
-        from .bench import print_pairs, print_summary, run_bench
+        from .bench import attack_names, print_pairs, print_summary, run_bench
 
         defenses = list(DEFENSES) if defense == "all" else [defense]
         for d in defenses:
             if d not in DEFENSES:
                 raise typer.BadParameter(f"--defense must be one of {DEFENSES} or all, not {d!r}")
+        known = attack_names()
+        attacks = known if attack == "all" else [attack]
+        if attacks[0] not in known:
+            raise typer.BadParameter(f"--attack must be one of {known} or all, not {attack!r}")
         if model not in MODELS:
             raise typer.BadParameter(f"--model must be one of {MODELS}, not {model!r}")
         if verdict not in VERDICTS:
             raise typer.BadParameter(f"--verdict must be one of {VERDICTS}, not {verdict!r}")
         results = []
-        for d in defenses:
-            try:
-                results.append(run_bench(suite, d, user_task or None, injection_task or None, progress=True,
-                                         unsee=unsee, limit=limit, verdict=verdict, model=model))
-            except ValueError as exc:  # unknown suite or task id
-                raise typer.BadParameter(str(exc)) from None
-            if pairs:
-                print_pairs(results[-1])
+        for a in attacks:
+            for d in defenses:
+                try:
+                    results.append(run_bench(suite, d, user_task or None, injection_task or None, progress=True,
+                                             unsee=unsee, limit=limit, verdict=verdict, model=model, attack=a))
+                except ValueError as exc:  # unknown suite or task id
+                    raise typer.BadParameter(str(exc)) from None
+                if pairs:
+                    print_pairs(results[-1])
         if len(results) > 1:
             print_summary(results)
         if json_file is not None:
@@ -73,12 +81,13 @@ def make_app(unsee: UnseeFactory) -> typer.Typer:
 
 
 def make_eval_app(unsee: UnseeFactory) -> typer.Typer:
-    """The ``eval`` command group: ``unsee eval forgetting``."""
-    app = typer.Typer(help="Measure forgetting (the paper's Tables 1-3).", no_args_is_help=True)
+    """The ``eval`` command group: ``unsee eval forgetting``, ``unsee eval detectors``."""
+    app = typer.Typer(help="Measure forgetting (the paper's Tables 1-3) and injection detectors.",
+                      no_args_is_help=True)
 
     @app.callback()
     def _main() -> None:
-        """Measure forgetting (keeps `forgetting` a subcommand)."""
+        """Measure forgetting and injection detectors."""
 
     @app.command("forgetting")
     def forgetting(
@@ -123,5 +132,60 @@ def make_eval_app(unsee: UnseeFactory) -> typer.Typer:
         if plot_file is not None:
             plot(result, plot_file)
             typer.echo(f"wrote {plot_file}")
+
+    @app.command("detectors")
+    def detectors(
+        detector: list[str] = typer.Option(
+            ["signals"], "--detector",
+            help="signals (the default detector) | rules | llm-judge | classifier:PATH (a local transformers "
+                 "sequence classifier) | module:attr (a detector, a class or a callable); repeat to evaluate "
+                 "several, or to combine them with --ensemble"),
+        ensemble: str | None = typer.Option(None, "--ensemble",
+                                            help="any | weighted: evaluate the --detector's as one ensemble"),
+        weights: str | None = typer.Option(None, "--weights", help="--ensemble weighted: one weight per "
+                                                                    "--detector, comma-separated"),
+        suites: str = typer.Option("all", "--suites", help="all, or AgentDojo suites: banking,slack,travel,workspace"),
+        attacks: str = typer.Option("all", "--attacks", help="all, or AgentDojo attacks: direct,injecagent,..."),
+        hard_cases: bool = typer.Option(True, "--hard-cases/--no-hard-cases",
+                                        help="add the hand-written hard cases (plugins/eval/hard_cases.py)"),
+        min_score: float = typer.Option(0.5, "--min-score", help="findings below this score do not count"),
+        limit: int | None = typer.Option(None, "--limit",
+                                         help="at most this many outputs per suite, attack and label (an LLM "
+                                              "judge costs a call per output)"),
+        base_url: str | None = typer.Option(None, "--base-url", help="llm-judge: an OpenAI-compatible endpoint"),
+        model_name: str | None = typer.Option(None, "--model-name", help="llm-judge: the model id"),
+        json_file: Path | None = typer.Option(None, "--json", help="write the figures and every miss and false "
+                                                                    "alarm here"),
+    ) -> None:
+        """Recall on AgentDojo's injected tool outputs (every attack x injection task x suite), false
+        positives on its clean outputs and on the hard cases, cost per 1 000 outputs."""
+        import json
+
+        from .detector_eval import agentdojo_samples, evaluate, hard_case_samples, load_detector, print_report
+
+        from unsee.plugins.detect import EnsembleDetector, InvalidDetector
+
+        try:
+            dets = [load_detector(d, base_url=base_url, model_name=model_name) for d in detector]
+            if ensemble is not None:
+                ws = [float(x) for x in weights.split(",")] if weights else None
+                dets = [EnsembleDetector(dets, mode=ensemble, weights=ws)]
+            samples = agentdojo_samples(None if suites == "all" else [x.strip() for x in suites.split(",")],
+                                        None if attacks == "all" else [x.strip() for x in attacks.split(",")])
+        except (ValueError, InvalidDetector) as exc:
+            raise typer.BadParameter(str(exc)) from None
+        if hard_cases:
+            samples += hard_case_samples(tuple({t.name: t for s in samples for t in s.tools}.values()))
+        if limit is not None:
+            from .detector_eval import first_per_group
+
+            samples = first_per_group(samples, limit)
+        results = []
+        for det in dets:
+            results.append(evaluate(det, samples, min_score=min_score))
+            print_report(results[-1])
+        if json_file is not None:
+            json_file.write_text(json.dumps(results[0] if len(results) == 1 else results, indent=1))
+            typer.echo(f"wrote {json_file}")
 
     return app

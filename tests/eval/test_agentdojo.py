@@ -113,6 +113,39 @@ def test_cli_writes_json(tmp_path):
     assert data["summary"]["pairs"] == 1 and data["rows"][0]["attack_success"] is False
 
 
+@pytest.mark.parametrize("attack", ["direct", "ignore_previous", "injecagent", "system_message", "tool_knowledge"])
+def test_the_scripted_agent_follows_every_attack_format(attack):
+    """Without a defense the injection is followed whatever wraps its goal (not only <INFORMATION>)."""
+    uts, its = PAIRS["banking"]
+    r = run_bench("banking", "none", uts, its, progress=False, unsee=Unsee, attack=attack)
+    assert r["attack"] == attack and all(x["attack"] == attack for x in r["rows"])
+    assert r["summary"]["attack_success"] >= 0.9 and r["summary"]["any_leak"] == 1.0
+    assert all(x["error"] is None for x in r["rows"] + r["clean"])
+
+
+def test_a_denial_of_service_attack_stops_the_agent():
+    from unsee.plugins.eval.bench import attack_names
+
+    assert "dos" in attack_names() and "manual" not in attack_names()  # (manual asks a person)
+    r = run_bench("banking", "none", ["user_task_0", "user_task_3"], None, progress=False, unsee=Unsee,
+                  attack="dos")
+    assert len(r["rows"]) == 2  # one injection task per user task, as AgentDojo runs a DoS attack
+    assert all(x["attack_success"] == (not x["utility"]) and not x["identifier_sink"] for x in r["rows"])
+    assert r["summary"]["attack_success"] > 0 and r["summary"]["clean_utility"] == 1.0
+
+
+def test_cli_runs_every_attack_and_rejects_an_unknown_one():
+    from typer.testing import CliRunner
+
+    res = CliRunner().invoke(make_app(Unsee), ["agentdojo", "--suite", "banking", "--attack", "all", "--limit", "1",
+                                               "--injection-task", "injection_task_0", "--no-pairs"])
+    assert res.exit_code == 0, res.output
+    for name in ("direct", "injecagent", "felony_dos", "tool_knowledge"):
+        assert name in res.output
+    res = CliRunner().invoke(make_app(Unsee), ["agentdojo", "--suite", "banking", "--attack", "polite"])
+    assert res.exit_code == 2 and "polite" in res.output
+
+
 def test_cli_rejects_unknown_tasks_and_settings():
     from typer.testing import CliRunner
 

@@ -1,0 +1,320 @@
+"""How well an injection detector separates injected tool outputs from clean ones.
+
+``unsee eval detectors`` (:func:`evaluate`) runs one detector over a labelled
+corpus of *tool outputs* — the text an agent observes — and reports recall,
+false-positive rate and cost:
+
+- **positives**: the outputs AgentDojo's attacks produce. For each suite, attack
+  and injection task, every injection vector of the suite carries the attack's
+  text and each user task's ground-truth calls run on that environment; an
+  output that carries a distinctive line of the injected text is a positive.
+  (AgentDojo injects only the vectors a user task reaches; all of them at once
+  builds the same outputs in one environment per attack and injection task —
+  an output meets more than one injection only where it lists several injected
+  items.) A denial-of-service attack's text does not depend on the injection
+  task: it is taken once.
+- **negatives**: every output of the same calls on the clean environment
+  (bills, e-mails, channels, reviews: many of them instruct a *human*), and
+  the hand-written hard cases of :mod:`.hard_cases` (instructions to humans,
+  quoted attacks, code comments, ...), whose injections are reported apart.
+
+A positive is *caught* when a finding overlaps the injected text (a finding
+elsewhere would not remove it); a negative is a *false alarm* when the
+detector reports anything. Outputs are deduplicated per label and group.
+Detectors that use the agent's tools (:class:`~unsee.plugins.detect.ToolAware`)
+get the suite's tools (name, description, arguments, effect).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+from unsee.plugins.detect import Detector, ToolSpec, bind_tools, run_detectors
+
+from .agentdojo_adapter import DEFAULT_MODEL_ID, _key, effect_for, injection_lines
+
+HARD_SUITE = "hard-cases"
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One tool output of the corpus."""
+
+    text: str
+    injection: bool
+    #: an AgentDojo suite, or ``hard-cases``
+    suite: str
+    #: the AgentDojo attack (positives), or the hard case's kind
+    group: str
+    #: where it came from: ``<user task>/<function>`` (with the injection task) or a hard case's note
+    source: str
+    #: the injected texts it carries (positives of AgentDojo)
+    injected: tuple[str, ...] = ()
+    tools: tuple[ToolSpec, ...] = field(default=(), repr=False)
+
+
+def suite_tools(suite: Any) -> tuple[ToolSpec, ...]:
+    """An AgentDojo suite's functions as tool specs (the effect the benchmark's agent declares)."""
+    out = []
+    for f in suite.tools:
+        props = f.parameters.model_json_schema().get("properties", {})
+        out.append(ToolSpec(f.name, f.description or "", tuple(props), effect_for(f.name)))
+    return tuple(out)
+
+
+def _outputs(suite: Any, env: Any, user_tasks: Iterable[Any]) -> Iterable[tuple[str, str, str]]:
+    """(user task id, function, output text) of each user task's ground-truth calls on a copy of ``env``."""
+    from agentdojo.agent_pipeline.tool_execution import tool_result_to_str
+    from agentdojo.functions_runtime import FunctionsRuntime
+
+    runtime = FunctionsRuntime(suite.tools)
+    for ut in user_tasks:
+        run_env = env.model_copy(deep=True)
+        for call in ut.ground_truth(run_env.model_copy(deep=True)):
+            result, error = runtime.run_function(run_env, call.function, dict(call.args))
+            yield ut.ID, call.function, (tool_result_to_str(result) if error is None else str(error))
+
+
+def agentdojo_samples(suites: Sequence[str] | None = None, attacks: Sequence[str] | None = None, *,
+                      benchmark_version: str = "v1.2.2", injection_tasks: int | None = None) -> list[Sample]:
+    """The positives and clean negatives of the named suites (default: all) under ``attacks``
+    (default: every registered attack but ``manual``). ``injection_tasks``: at most this many
+    per suite (default: all)."""
+    from agentdojo.attacks.attack_registry import load_attack
+    from agentdojo.task_suite.load_suites import get_suites
+
+    from .bench import attack_names
+
+    all_suites = get_suites(benchmark_version)
+    names = list(suites) if suites else sorted(all_suites)
+    bad = [s for s in names if s not in all_suites]
+    if bad:
+        raise ValueError(f"unknown suite(s) {bad}; known: {sorted(all_suites)}")
+    known = attack_names()
+    atks = list(attacks) if attacks else known
+    bad = [a for a in atks if a not in known]
+    if bad:
+        raise ValueError(f"unknown attack(s) {bad}; known: {known}")
+    samples: list[Sample] = []
+    for name in names:
+        suite = all_suites[name]
+        tools = suite_tools(suite)
+        uts = list(suite.user_tasks.values())
+        seen: set[tuple[str, str]] = set()
+        for ut_id, fn, text in _outputs(suite, suite.load_and_inject_default_environment({}), uts):
+            if ("", text) not in seen:
+                seen.add(("", text))
+                samples.append(Sample(text, False, name, "clean", f"{ut_id}/{fn}", tools=tools))
+        vectors = list(suite.get_injection_vector_defaults())
+        its = list(suite.injection_tasks.values())[:injection_tasks]
+        for atk_name in atks:
+            atk = load_attack(atk_name, suite, _ATTACKED)
+            for it in (its[:1] if getattr(atk, "is_dos_attack", False) else its):
+                texts = tuple(dict.fromkeys(v for v in atk.attack(uts[0], it).values() if v))
+                if not texts:
+                    continue
+                env = suite.load_and_inject_default_environment({v: texts[0] for v in vectors})
+                keys = [k for t in texts for k in injection_lines(t)]
+                for ut_id, fn, text in _outputs(suite, env, uts):
+                    if (atk_name, text) in seen or not any(k in _key(text) for k in keys):
+                        continue
+                    seen.add((atk_name, text))
+                    samples.append(Sample(text, True, name, atk_name, f"{ut_id}/{fn} ({it.ID})", texts, tools))
+    return samples
+
+
+#: what ``load_attack`` reads of the attacked pipeline: a name holding a model id AgentDojo knows
+_ATTACKED = SimpleNamespace(name=f"{DEFAULT_MODEL_ID}-unsee-eval")
+
+
+def hard_case_samples(tools: Sequence[ToolSpec] = ()) -> list[Sample]:
+    """The hand-written hard cases (:mod:`.hard_cases`), grouped by kind, screened for an agent
+    with ``tools`` (the CLI passes the tools of every AgentDojo suite it evaluates)."""
+    from .hard_cases import HARD_CASES
+
+    return [Sample(c.text, c.injection, HARD_SUITE, c.kind, c.note or c.kind, tools=tuple(tools))
+            for c in HARD_CASES]
+
+
+def first_per_group(samples: Sequence[Sample], limit: int) -> list[Sample]:
+    """At most ``limit`` samples per (suite, group, label), in order."""
+    taken: dict[tuple[str, str, bool], int] = defaultdict(int)
+    out = []
+    for s in samples:
+        key = (s.suite, s.group, s.injection)
+        if taken[key] < limit:
+            taken[key] += 1
+            out.append(s)
+    return out
+
+
+def load_detector(spec: str, *, base_url: str | None = None, model_name: str | None = None) -> Detector:
+    """``signals`` | ``rules`` | ``llm-judge`` | ``classifier:PATH`` (a local transformers sequence
+    classifier) | ``module:attr`` (a detector, a detector class made with no arguments, or a callable
+    classifier) as a detector; ValueError for anything else."""
+    from unsee.plugins.detect import (ClassifierDetector, InvalidDetector, LLMJudgeDetector, RuleDetector,
+                                      SignalDetector, as_detector)
+
+    if spec == "signals":
+        return SignalDetector()
+    if spec == "rules":
+        return RuleDetector()
+    if spec == "llm-judge":
+        if not base_url:
+            raise ValueError("--detector llm-judge needs --base-url (an OpenAI-compatible endpoint)")
+        return LLMJudgeDetector(base_url=base_url, **({"model": model_name} if model_name else {}))
+    if spec.startswith("classifier:"):
+        try:
+            return ClassifierDetector(spec.removeprefix("classifier:"))
+        except InvalidDetector as exc:
+            raise ValueError(str(exc)) from None
+    mod, sep, attr = spec.partition(":")
+    if not sep or not mod or not attr:
+        raise ValueError(f"unknown detector {spec!r}: signals, rules, llm-judge, classifier:PATH or module:attr")
+    import importlib
+
+    try:
+        obj = getattr(importlib.import_module(mod), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"cannot load detector {spec!r}: {exc}") from None
+    if isinstance(obj, type):
+        obj = obj()
+    try:
+        return as_detector(obj, attr)
+    except Exception as exc:
+        raise ValueError(f"{spec!r} is not a detector: {exc}") from None
+
+
+def injected_spans(text: str, injected: Sequence[str]) -> list[tuple[int, int]]:
+    """Where the injected texts sit in ``text``: each found whole (verbatim, or with its
+    whitespace re-flowed and quotes doubled, as a tool's YAML rendering folds it), else each of
+    its lines found verbatim."""
+    spans = []
+    for inj in injected:
+        i = text.find(inj)
+        if i >= 0:
+            spans.append((i, i + len(inj)))
+            continue
+        words = [re.escape(w).replace("'", "'{1,2}") for w in inj.split()]
+        m = re.search(r"\s+".join(words), text) if words else None
+        if m is not None:
+            spans.append(m.span())
+            continue
+        for line in (ln.strip() for ln in inj.splitlines()):
+            if len(line) >= 8:
+                spans.extend((m.start(), m.end()) for m in re.finditer(re.escape(line), text))
+    return spans
+
+
+@dataclass
+class Outcome:
+    sample: Sample
+    caught: bool
+    flagged: bool
+    reasons: list[str]
+
+
+def evaluate(detector: Detector, samples: Sequence[Sample], *, min_score: float = 0.5,
+             progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Run ``detector`` over ``samples``; recall per (suite, group), false-positive rate, cost,
+    and every miss and false alarm."""
+    bound: dict[tuple[ToolSpec, ...], Detector] = {}
+    outcomes: list[Outcome] = []
+    t0 = time.perf_counter()
+    for i, s in enumerate(samples):
+        det = bound.get(s.tools)
+        if det is None:
+            det = bound[s.tools] = bind_tools(detector, s.tools)
+        found = run_detectors([det], s.text, min_score=min_score)
+        spans = injected_spans(s.text, s.injected) if s.injection else []
+        caught = bool(found) and (not spans or any(f.start < e and s_ < f.end for f in found for s_, e in spans))
+        outcomes.append(Outcome(s, caught if s.injection else False, bool(found), [f.reason for f in found]))
+        if progress is not None:
+            progress(i + 1, len(samples))
+    seconds = time.perf_counter() - t0
+    return summarize(outcomes, seconds, getattr(detector, "name", type(detector).__name__), min_score)
+
+
+def _rate(n: int, d: int) -> float | None:
+    return n / d if d else None
+
+
+def summarize(outcomes: Sequence[Outcome], seconds: float, name: str, min_score: float) -> dict[str, Any]:
+    groups: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for o in outcomes:
+        if o.sample.injection:
+            g = groups[o.sample.suite, o.sample.group]
+            g[0] += o.caught
+            g[1] += 1
+    agentdojo_pos = [o for o in outcomes if o.sample.injection and o.sample.suite != HARD_SUITE]
+    clean = [o for o in outcomes if not o.sample.injection and o.sample.suite != HARD_SUITE]
+    hard_neg = [o for o in outcomes if not o.sample.injection and o.sample.suite == HARD_SUITE]
+    hard_pos = [o for o in outcomes if o.sample.injection and o.sample.suite == HARD_SUITE]
+    by_attack: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for o in agentdojo_pos:
+        by_attack[o.sample.group][0] += o.caught
+        by_attack[o.sample.group][1] += 1
+
+    def row(o: Outcome) -> dict[str, Any]:
+        return {"suite": o.sample.suite, "group": o.sample.group, "source": o.sample.source,
+                "injection": o.sample.injection, "reasons": o.reasons, "text": o.sample.text}
+
+    return {
+        "detector": name, "min_score": min_score, "outputs": len(outcomes), "seconds": round(seconds, 3),
+        "ms_per_1000": round(seconds * 1e6 / max(1, len(outcomes)), 1),
+        "recall": _rate(sum(o.caught for o in agentdojo_pos), len(agentdojo_pos)),
+        "positives": len(agentdojo_pos),
+        "recall_by_attack": {a: _rate(c, n) for a, (c, n) in sorted(by_attack.items())},
+        "recall_by_group": {f"{s}/{g}": _rate(c, n) for (s, g), (c, n) in sorted(groups.items())},
+        "group_sizes": {f"{s}/{g}": n for (s, g), (_, n) in sorted(groups.items())},
+        "false_positive_rate": _rate(sum(o.flagged for o in clean), len(clean)),
+        "negatives": len(clean),
+        "hard_false_positive_rate": _rate(sum(o.flagged for o in hard_neg), len(hard_neg)),
+        "hard_negatives": len(hard_neg),
+        "hard_recall": _rate(sum(o.caught for o in hard_pos), len(hard_pos)),
+        "hard_positives": len(hard_pos),
+        "misses": [row(o) for o in outcomes if o.sample.injection and not o.caught],
+        "false_alarms": [row(o) for o in outcomes if not o.sample.injection and o.flagged],
+    }
+
+
+def print_report(result: dict[str, Any]) -> None:
+    """Recall per attack and suite, false-positive rates and cost, as rich tables."""
+    from rich.console import Console
+    from rich.table import Table
+
+    def pct(v: float | None) -> str:
+        return "-" if v is None else f"{100 * v:.1f}%"
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=max(console.width, 140))
+    sizes = result["group_sizes"]
+    suites = sorted({k.split("/")[0] for k in sizes} - {HARD_SUITE})
+    attacks = sorted(result["recall_by_attack"])
+    t = Table(title=f"recall of {result['detector']!r} on AgentDojo's injected outputs (min score "
+                    f"{result['min_score']})")
+    t.add_column("attack", no_wrap=True)
+    for s in suites:
+        t.add_column(s, justify="right")
+    t.add_column("all", justify="right")
+    for a in attacks:
+        t.add_row(a, *(f"{pct(result['recall_by_group'].get(f'{s}/{a}'))} ({sizes.get(f'{s}/{a}', 0)})"
+                       for s in suites), pct(result["recall_by_attack"][a]))
+    console.print(t)
+    console.print(
+        f"recall {pct(result['recall'])} of {result['positives']} injected outputs; false positives "
+        f"{pct(result['false_positive_rate'])} of {result['negatives']} clean outputs; hard cases: false "
+        f"positives {pct(result['hard_false_positive_rate'])} of {result['hard_negatives']}, recall "
+        f"{pct(result['hard_recall'])} of {result['hard_positives']}; {result['ms_per_1000']:.0f} ms per 1 000 "
+        f"outputs ({result['outputs']} in {result['seconds']:.1f} s)")
+
+
+__all__ = ["HARD_SUITE", "Outcome", "Sample", "agentdojo_samples", "evaluate", "first_per_group",
+           "hard_case_samples", "injected_spans", "load_detector", "print_report", "suite_tools"]
