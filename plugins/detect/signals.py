@@ -106,7 +106,7 @@ OTHER_VERBS = ("say", "tell", "write", "reply", "respond", "answer", "recommend"
 _POLITE = r"(?:(?:please|kindly|now|then|also|immediately|first|urgently|just|quickly|and|finally)[\s,]+){0,3}"
 #: where an order or marker can start: a line, sentence or quoted value, an escaped "\n" of a
 #: rendered Python string, or a word glued to the previous one
-_START = r"(?:^|(?<=[\n.!?:;'\"(\[>\-\]])|(?<=\\n)|(?-i:(?<=[a-z0-9])(?=[A-Z][a-z])))[ \t'\"*\-]*"
+_START = r"(?:^|(?<=[\n.!?:;'\"(\[>\]])|(?<=\s-)|(?<=\\n)|(?-i:(?<=[a-z0-9])(?=[A-Z][a-z])))[ \t'\"*\-]*"
 
 _IDENT = re.compile(
     r"\b[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]){10,30}\b"  # IBAN
@@ -124,9 +124,10 @@ _NOT_ADDRESSEE = (r"(?!\s*(?:team|department|group|project|features?|tools?|mode
 _ADDRESSED = re.compile(
     rf"\b(?:note|message|instructions?|reminder|attention|notice|memo|step|task)\s+(?:for|to)\s+"
     rf"(?:the\s+|any\s+|all\s+|an?\s+|connected\s+)?(?:[\w\-]+\s+){{0,2}}{_AGENT}s?\b{_NOT_ADDRESSEE}"
+    r"(?=[^.;\n]{0,60}(?:[:,—]|\s-\s))"
     rf"|\bfor\s+(?:any|the|all|every|connected|an?)\s+(?:[\w\-]+\s+)?{_AGENT}s?\b{_NOT_ADDRESSEE}"
     rf"(?=[^.\n]{{0,80}}[:,])"
-    rf"|{_START}{_AGENT}(?:\s+(?:agent|assistant))?\s*[,:](?=[ \t]+\S)"
+    rf"|{_START}{_AGENT}(?:\s+(?:agent|assistant|de\s+IA|di\s+IA|IA|KI|AI))?\s*[,:](?=[ \t]+\S)"
     rf"|\b{_AGENT}\s+(?:instructions?|notice|note|task)\s+(?:for|on|about)\b"
     rf"|\b(?:dear|hey|hi|hello|attention)\s*,?\s+(?:the\s+)?(?:[\w\-]+\s+)?{_AGENT}\b"
     rf"|\bif\s+you\s+are\s+an?\s+(?:[\w\-]+\s+){{0,2}}{_AGENT}\b"
@@ -147,6 +148,16 @@ _ADDRESSED = re.compile(
     re.IGNORECASE)
 #: pseudo-instruction markers: a task heading (upper case, after any non-letter: "4,TODO:") or a
 #: role heading / tag (strong on its own)
+#: an AI agent mentioned by handle ("@assistant-bot")
+_HANDLE = re.compile(r"@[\w\-]*(?:assistant|bot|agent|gpt|llm|copilot)[\w\-]*|@ai\b", re.IGNORECASE)
+#: text that talks to whoever processes it ("when you summarise this channel", "si estás resumiendo")
+_PROCESSING = re.compile(
+    r"\b(?:when|while|if|as)\s+you(?:'re|\s+are)?\s+(?:summari[sz](?:e|ing)|read(?:ing)?|process(?:ing)?|"
+    r"handl(?:e|ing)|analy[sz](?:e|ing)|pars(?:e|ing)|index(?:ing)?)\s+(?:this|these|the|my|our)\b"
+    r"|\bsi\s+(?:est[aá]s|vous|stai)\s+(?:resumiendo|leyendo|procesando|r[ée]sumez|lisez|riassumendo|leggendo)"
+    r"|\bwenn\s+du\s+(?:diese|dies|das|den|die)\b[^.\n]{0,40}(?:zusammenfasst|liest|verarbeitest)"
+    r"|\bals\s+je\s+(?:dit|deze)\b[^.\n]{0,40}(?:samenvat|leest|verwerkt)",
+    re.IGNORECASE)
 _MARKER = re.compile(
     r"(?-i:(?:(?<![a-z])|(?<=\\n))(?:TODO|FIXME|TASK|ACTION(?:\s+REQUIRED)?|NEW\s+TASK|INSTRUCTIONS?|IMPORTANT))\s*[:!\-]")
 _ROLE_MARKER = re.compile(
@@ -163,6 +174,7 @@ _HIDDEN = (
      "zero-width characters inside words"),
     (re.compile(r"!\[[^\]]*\]\(\s*https?://[^)\s]+\?[^)\s]*(?:\{|%7B|=\s*\$|=\[)[^)]*\)", re.IGNORECASE), 0.8,
      "a markdown image whose URL carries data"),
+    (re.compile(r"\]\([^\s)]+\s+\"[^\"]{12,}\"\)"), 0.35, "a link title (shown only on hover)"),
 )
 
 #: the template rules run alongside; "send_request" is left to the tool-action signals, which
@@ -173,6 +185,8 @@ SIGNAL_RULES: tuple[Rule, ...] = tuple(r for r in DEFAULT_RULES if r.name != "se
 #: more likely mentioned than meant, so what fires inside it counts half
 _QUOTED = re.compile(r"(?<![\w\\])[\"“]([^\"”\n]{3,160}(?:\n[^\"”\n]{0,160}){0,2})[\"”]")
 MENTION = 0.5
+#: a markdown link's title: a quotation by syntax, not by intent
+_LINK_TITLE = re.compile(r"\]\([^\s)]+\s+$")
 
 _SENT_END = re.compile(r"[.!?](?=\s|$|['\"\\])|\n|\\n")
 _PARA_END = re.compile(r"\n[ \t]*\n|'\n\s*[\w\-]+:\s|\n\s*-\s+[\w\-]+:\s")
@@ -185,6 +199,8 @@ class Weights:
 
     marker: float = 0.5
     role_marker: float = 0.6
+    handle: float = 0.35
+    processing: float = 0.4
     imperative: float = 0.05
     tool_action: float = 0.25
     tool_object: float = 0.2
@@ -192,6 +208,15 @@ class Weights:
     identifier: float = 0.2
     principal: float = 0.35
     addressed: float = 0.6
+
+
+def _sentence_start(text: str, i: int) -> int:
+    j = i
+    while j > 0 and text[j - 1] not in ".!?\n":
+        j -= 1
+    while j < i and text[j].isspace():
+        j += 1
+    return j
 
 
 def _clause_end(text: str, i: int) -> int:
@@ -229,6 +254,23 @@ def _markers(text: str) -> list[tuple[int, int, bool]]:
         if not re.search(r"#|//|/\*|--|;;", line):
             out.append((m.start(), m.end(), False))
     return out
+
+
+def _wrapped(text: str, i: int) -> bool:
+    """Whether a match at ``i`` starts a line that only continues the previous one's sentence
+    (prose wrapped mid-sentence: the line before ends in a letter, digit or comma)."""
+    j = i
+    while j < len(text) and text[j] in " \t'\"*-":
+        j += 1
+    k = j - 1
+    while k >= 0 and text[k] in " \t'\"*-":
+        k -= 1
+    if k < 0 or text[k] != "\n":
+        return False
+    k -= 1
+    while k >= 0 and text[k] in " \t":
+        k -= 1
+    return k >= 0 and (text[k].isalnum() or text[k] == ",")
 
 
 def _words(name: str) -> list[str]:
@@ -292,6 +334,8 @@ class SignalDetector:
             if m is not None:
                 found.append(m)
         for m in found:
+            if _wrapped(text, m.start()):
+                continue
             s = m.start("verb")
             clause = text[s:_clause_end(text, m.end("verb"))]
             score, reasons = w.imperative, ["imperative"]
@@ -324,6 +368,13 @@ class SignalDetector:
                 out.append((s, _span_end(text, m.start()), w.tool_name, ["names one of the agent's tools"], "tool"))
         for m in _ADDRESSED.finditer(text):
             out.append((m.start(), _span_end(text, m.end()), w.addressed, ["addressed to an AI agent"], "addressed"))
+        for m in _HANDLE.finditer(text):
+            out.append((m.start(), _span_end(text, m.end()), w.handle, ["an AI agent mentioned by handle"],
+                        "handle"))
+        for m in _PROCESSING.finditer(text):
+            s = _sentence_start(text, m.start())
+            out.append((s, _span_end(text, m.end()), w.processing,
+                        ["talks to whoever processes the text (when you summarise this ...)"], "processing"))
         for s, e, role in _markers(text):
             out.append((s, _span_end(text, e), w.role_marker if role else w.marker * 0.9,
                         ["a role heading in data (###(system_message), [SYSTEM])" if role
@@ -337,7 +388,8 @@ class SignalDetector:
         if not text:
             return []
         # (a rendered data structure's string, with escaped newlines, is data, not a quotation)
-        quoted = [m.span(1) for m in _QUOTED.finditer(text) if "\\n" not in m.group(1)]
+        quoted = [m.span(1) for m in _QUOTED.finditer(text)
+                  if "\\n" not in m.group(1) and not _LINK_TITLE.search(text, 0, m.start())]
 
         def mentioned(i: int) -> bool:
             return any(a <= i < b for a, b in quoted)
@@ -347,21 +399,24 @@ class SignalDetector:
         # same kind do not (a paragraph of several polite requests is not more of an attack)
         spans = sorted(self._spans(text), key=lambda x: (x[0], -x[1]))
         groups: list[list] = []
+        # (what sits inside a short quotation counts half, once its signals are combined)
         for s, e, p, why, kind in spans:
-            if mentioned(s):
-                p *= MENTION
+            key = (kind, mentioned(s))
             if groups and s < groups[-1][1]:
                 g = groups[-1]
                 g[1] = max(g[1], e)
-                g[2][kind] = max(g[2].get(kind, 0.0), p)
+                g[2][key] = max(g[2].get(key, 0.0), p)
                 g[3].extend(r for r in why if r not in g[3])
             else:
-                groups.append([s, e, {kind: p}, list(why)])
+                groups.append([s, e, {key: p}, list(why)])
         for s, e, kinds, why in groups:
-            p = 1.0
-            for q in kinds.values():
-                p *= 1 - q
-            p = 1 - p
+            said, quoted = 1.0, 1.0
+            for (_, inside), q in kinds.items():
+                if inside:
+                    quoted *= 1 - q
+                else:
+                    said *= 1 - q
+            p = 1 - said * (1 - (1 - quoted) * MENTION)
             while e > s and text[e - 1].isspace():
                 e -= 1
             if e > s:
