@@ -42,9 +42,6 @@ from dataclasses import dataclass
 from .base import Finding, ToolSpec, finding, merge_findings
 from .rules import DEFAULT_RULES, Rule, RuleDetector
 
-#: a word start: a word boundary, or a capitalised word glued to the previous one ("USAIgnore")
-_B = r"(?:\b|(?-i:(?<=[A-Za-z_])(?=[A-Z][a-z])))"
-
 # -- the actions an order can ask for -------------------------------------------------------
 #: verb -> the tool-name words it stands for (a tool ``update_password`` is asked for by "change")
 SYNONYMS: dict[str, tuple[str, ...]] = {
@@ -287,8 +284,12 @@ class SignalDetector:
         self.name = name
         self.weights = weights
         self._rules = RuleDetector(rules, name=name)
-        acting = [t for t in self.tools if (t.effect or "external") != "read"]
-        self._acting = {w: t for t in acting for w in _words(t.name)}
+        # each word of an acting tool's name -> the tools it names ("send" -> send_money, send_email)
+        self._acting: dict[str, set[str]] = {}
+        for t in self.tools:
+            if (t.effect or "external") != "read":
+                for word in _words(t.name):
+                    self._acting.setdefault(word, set()).add(t.name)
         verbs = set(SYNONYMS) | set(OTHER_VERBS)
         verb_re = "|".join(sorted((re.escape(v) for v in verbs), key=len, reverse=True))
         self._order = re.compile(rf"{_START}{_POLITE}(?P<verb>{verb_re})(?=[\s,:]+\S)", re.IGNORECASE)
@@ -314,7 +315,7 @@ class SignalDetector:
         if not self.tools:
             return (w.tool_action, f"asks to {verb} (a consequential action)") if verb in CONSEQUENTIAL else (0, None)
         stands = SYNONYMS.get(verb, (verb,))
-        tools = {self._acting[s].name for s in stands if s in self._acting}
+        tools = {name for s in stands for name in self._acting.get(s, ())}
         if not tools:
             return 0, None
         low = clause.lower()
