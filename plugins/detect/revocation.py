@@ -108,6 +108,9 @@ class DetectionService:
     _tools: dict[str, tuple[ToolSpec, ...]] = field(default_factory=dict)
     #: the detectors bound to one set of tools
     _bound: dict[tuple[ToolSpec, ...], list] = field(default_factory=dict)
+    #: the last model call's tool objects and their specs (a tool's argument schema is built
+    #: once per agent, not on every model call)
+    _specs: tuple[tuple, tuple[ToolSpec, ...]] = ((), ())
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -120,10 +123,14 @@ class DetectionService:
 
     # -- an interceptor: tools learned from model calls, tool returns screened (sync) -----
     def _learn(self, request) -> None:
-        try:
-            specs = tool_specs(getattr(request, "tools", None) or ())
-        except Exception:  # learning the tools must never stop the agent
-            return
+        tools = tuple(getattr(request, "tools", None) or ())
+        seen, specs = self._specs
+        if len(seen) != len(tools) or any(a is not b for a, b in zip(seen, tools)):
+            try:
+                specs = tool_specs(tools)
+            except Exception:  # learning the tools must never stop the agent
+                return
+            self._specs = (tools, specs)
         if specs:  # (a replay's scratch thread screens for the session it rebuilds)
             self._tools[logical_session()] = specs
 

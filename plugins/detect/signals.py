@@ -253,6 +253,13 @@ def _markers(text: str) -> list[tuple[int, int, bool]]:
     return out
 
 
+_VERBS = "|".join(sorted((re.escape(v) for v in set(SYNONYMS) | set(OTHER_VERBS)), key=len, reverse=True))
+#: an order: a clause that starts with one of the verbs (after "please", "now", ...)
+_ORDER = re.compile(rf"{_START}{_POLITE}(?P<verb>{_VERBS})(?=[\s,:]+\S)", re.IGNORECASE)
+#: an order right after a marker ("###(system_message) Please email ...")
+_AFTER_MARKER = re.compile(rf"[\s'\"*:\-]*{_POLITE}(?P<verb>{_VERBS})(?=[\s,:]+\S)", re.IGNORECASE)
+
+
 def _wrapped(text: str, i: int) -> bool:
     """Whether a match at ``i`` starts a line that only continues the previous one's sentence
     (prose wrapped mid-sentence: the line before ends in a letter, digit or comma)."""
@@ -290,10 +297,6 @@ class SignalDetector:
             if (t.effect or "external") != "read":
                 for word in _words(t.name):
                     self._acting.setdefault(word, set()).add(t.name)
-        verbs = set(SYNONYMS) | set(OTHER_VERBS)
-        verb_re = "|".join(sorted((re.escape(v) for v in verbs), key=len, reverse=True))
-        self._order = re.compile(rf"{_START}{_POLITE}(?P<verb>{verb_re})(?=[\s,:]+\S)", re.IGNORECASE)
-        self._after_marker = re.compile(rf"[\s'\"*:\-]*{_POLITE}(?P<verb>{verb_re})(?=[\s,:]+\S)", re.IGNORECASE)
         # a tool's name where it cannot be an ordinary word (snake_case, or called), an argument
         # where it is assigned (a tool's YAML output has the same names as keys: "subject: ...")
         names = sorted({t.name for t in self.tools if "_" in t.name}, key=len, reverse=True)
@@ -325,13 +328,14 @@ class SignalDetector:
             return p, f"asks for the agent's action {sorted(objects)[0]} ({verb} …)"
         return w.tool_action, f"asks for an action of the agent's tools ({verb}: {', '.join(sorted(tools))})"
 
-    def _orders(self, text: str) -> list[tuple[int, int, float, list[str], str]]:
+    def _orders(self, text: str, markers: list[tuple[int, int, bool]]) -> list[tuple[int, int, float, list[str],
+                                                                                    str]]:
+        """The orders in ``text`` and the signals on each (``markers``: :func:`_markers` of it)."""
         w = self.weights
         out = []
-        markers = _markers(text)
-        found = list(self._order.finditer(text))
-        for _, me, _ in markers:  # an order right after a marker ("###(system_message) Please email ...")
-            m = self._after_marker.match(text, me)
+        found = list(_ORDER.finditer(text))
+        for _, me, _ in markers:
+            m = _AFTER_MARKER.match(text, me)
             if m is not None:
                 found.append(m)
         for m in found:
@@ -362,7 +366,8 @@ class SignalDetector:
 
     def _spans(self, text: str) -> list[tuple[int, int, float, list[str], str]]:
         w = self.weights
-        out = self._orders(text)
+        markers = _markers(text)
+        out = self._orders(text, markers)
         if self._tool_name is not None:
             for m in self._tool_name.finditer(text):
                 s = text.rfind("\n", 0, m.start()) + 1
@@ -376,7 +381,7 @@ class SignalDetector:
             s = _sentence_start(text, m.start())
             out.append((s, _span_end(text, m.end()), w.processing,
                         ["talks to whoever processes the text (when you summarise this ...)"], "processing"))
-        for s, e, role in _markers(text):
+        for s, e, role in markers:
             out.append((s, _span_end(text, e), w.role_marker if role else w.marker * 0.9,
                         ["a role heading in data (###(system_message), [SYSTEM])" if role
                          else "a pseudo-instruction marker (TODO:, ...)"], "marker"))
