@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the test suite. Starts a Docker daemon for the sandbox tests when none
 # is reachable (installing docker.io if root), builds the sandbox images, and
-# stops the daemon it started. Docker tests then must pass (UNSEE_REQUIRE_DOCKER=1
+# stops the daemon it started. Headless Chromium (Debian's package) is installed for the
+# page tests of `unsee view` when missing. Docker tests then must pass (UNSEE_REQUIRE_DOCKER=1
 # turns a missing daemon into failures, not skips); in CI (CI=true) a daemon
 # that cannot be had fails the run before pytest starts. The same for PostgreSQL:
 # a private cluster from Debian's package (scripts/postgres-up.sh), stopped after.
@@ -32,6 +33,12 @@ elif [ "${CI:-}" = "true" ]; then
   exit 1
 else
   echo "run-tests: no PostgreSQL server: the postgres tests will be skipped" >&2
+fi
+# Headless Chromium for the page tests (tests/view): Debian's package, installed when missing (root).
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
+  echo "run-tests: installing chromium (Debian) for the page tests" >&2
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >&2 \
+    || echo "run-tests: could not install chromium: the page tests will fail" >&2
 fi
 .venv/bin/python -m pytest "$@"
 rc=$?

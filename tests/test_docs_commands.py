@@ -46,6 +46,10 @@ RUNS: dict[str, list[str]] = {
         "unsee forget demo --target 'updates by email' --source user --agent unsee.demo:agent_factory --dry-run"],
     "unsee forget demo --target 4417-2231 --agent unsee.demo:agent_factory": [
         "unsee forget demo --target 4417-2231 --agent unsee.demo:agent_factory"],
+    "unsee view SESSION [--target TEXT] [--event ID] [-o FILE.html] [--serve]": [
+        "unsee view demo --target 'updates by email' -o demo.html"],
+    "unsee view SESSION [--target TEXT [--source ID]] [--event ID] [-o FILE.html] [--content] [--no-detect] "
+    "[--serve [--port N]]": ["unsee view demo --no-detect -o demo-plain.html"],
     "unsee serve --token T [--agent module:attribute]": ["SERVE"],
     "unsee audit SESSION --target TEXT": ["unsee audit demo --target 'no such text'",
                                           "unsee audit demo --target 'no such text' --json"],

@@ -140,6 +140,53 @@ def graph_cmd(
     sys.stdout.write(FORMATS[fmt.value](g, closure))
 
 
+@app.command("view")
+def view_cmd(
+    session: str = typer.Argument(..., help="session id (the LangGraph thread_id)"),
+    target: Optional[str] = typer.Option(None, "--target", help="highlight where this text entered and its "
+                                                                 "taint closure I(z)"),
+    source: Optional[str] = typer.Option(None, "--source", help="restrict --target to one source"),
+    event: Optional[str] = typer.Option(None, "--event", help="show this forget (its event id): plan, outcome, "
+                                                               "the graph before and after"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="the HTML file (default "
+                                                                        "unsee-view-SESSION.html)"),
+    content: bool = typer.Option(False, "--content", help="carry the artifacts' texts in the page (off, like "
+                                                          "spans: the page then holds no payload text)"),
+    detect: bool = typer.Option(True, "--detect/--no-detect", help="show the default detector's findings"),
+    serve: bool = typer.Option(False, "--serve", help="also serve the page on 127.0.0.1 until Ctrl-C"),
+    port: int = typer.Option(0, "--port", help="--serve: the port (0: a free one)"),
+) -> None:
+    """Write a self-contained web page of a session: its provenance graph, a target's closure,
+    checkpoints, IFC decisions, detector findings and a forget's before/after."""
+    from unsee.middleware.errors import SessionNotFound, TargetNotFound
+    from unsee.plugins.view import ViewError, render_html
+
+    if target is not None and not target.strip():
+        raise cx.BadParameter("--target must be a non-empty text")
+    if source is not None and target is None:
+        raise cx.BadParameter("--source restricts --target: give --target TEXT too")
+    try:
+        payload = _open().view(session, target=target, source=source, event=event, content=content, detect=detect)
+    except (SessionNotFound, TargetNotFound, ViewError) as e:
+        raise cx.BadParameter(str(e)) from None
+    path = output or Path(f"unsee-view-{''.join(c if c.isalnum() or c in '-_.' else '_' for c in session)}.html")
+    path.write_text(render_html(payload), encoding="utf-8")
+    console = _console()
+    console.print(f"wrote {path} ({len(payload['graph']['artifacts'])} artifacts"
+                  f"{', texts included' if content else ', no payload text'})", soft_wrap=True)
+    if serve:
+        from unsee.plugins.view import page_server
+
+        server = page_server(path, "127.0.0.1", port)
+        console.print(f"serving http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C stops)", soft_wrap=True)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.server_close()
+
+
 @app.command("export")
 def export_cmd(
     session: str = typer.Argument(..., help="session id"),
@@ -168,6 +215,8 @@ def demo_cmd(
     model: str = typer.Option("local", "--model",
                               help="local (the CPU model, the default) or scripted (a fast deterministic stand-in)"),
     no_forget: bool = typer.Option(False, "--no-forget", help="stop after showing the provenance"),
+    view_html: Path = typer.Option(Path("unsee-demo-view.html"), "--view-html",
+                                   help="where to write the page of the session (unsee view)"),
 ) -> None:
     """Run the customer-support demo agent, show the provenance of its secret, then forget it."""
     from unsee.demo import run_demo
@@ -175,7 +224,7 @@ def demo_cmd(
     if model not in ("local", "scripted"):
         raise cx.BadParameter("--model must be local or scripted")
     run_demo(home=_home(), session=session, jaeger_json=jaeger_json, console=_console(), model=model,
-             forget=not no_forget)
+             forget=not no_forget, view_html=view_html)
 
 
 _AGENT_WANTED = "must name a compiled agent or a zero-argument factory returning one"

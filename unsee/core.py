@@ -269,6 +269,43 @@ class Unsee:
         self._log_export(thread_id, "jaeger-json", str(Path(path).resolve()), n)
         return n
 
+    # -- the page of a session (unsee view) ---------------------------------
+    def view(self, thread_id: str, *, target: str | None = None, source: str | None = None,
+             event: str | None = None, content: bool = False, detect: bool = True,
+             collapse: bool | None = None) -> dict[str, Any]:
+        """The data of ``unsee view`` for one session (``unsee.plugins.view.render_html`` makes
+        the page): its graph, ``target``'s entry and I(z) (``source`` restricts the target as in
+        ``forget``), the IFC decisions recorded on its spans, the default detector's findings on
+        its observations (``detect``), and the forget ``event`` (an event id kept by this home)
+        with the graph before it. Texts only with ``content=True``. Unknown session, event or
+        target: typed errors; nothing is written."""
+        from unsee.plugins.detect import SignalDetector, ToolSpec, bind_tools, run_detectors
+        from unsee.plugins.view import build_payload, detector_findings, ifc_decisions, load_forget_record
+
+        if target is not None and (not isinstance(target, str) or not target.strip()):
+            raise InvalidArgument("target must be a non-empty text")
+        self.flush()
+        self.store.require(thread_id)
+        record = load_forget_record(self.home, event) if event is not None else None
+        if record is not None and record.session_id != thread_id:
+            from unsee.plugins.view import UnknownEvent
+
+            raise UnknownEvent(f"forget {event} was of session {record.session_id!r}, not {thread_id!r}")
+        g = self.graph(thread_id)
+        entry, closure = None, frozenset()
+        if target is not None:
+            hit = g.locate(target, source)
+            entry, closure = g.get(hit.artifact_id), g.taint(hit)
+        found = {}
+        if detect:
+            tools = {a.attrs.get("tool"): a.attrs.get("effect") for a in g if a.type.value == "tool_call"}
+            det = bind_tools(SignalDetector(), [ToolSpec(n, effect=e) for n, e in tools.items() if n])
+            found = detector_findings(g, lambda text, aid: run_detectors([det], text, aid, min_score=0.5))
+        return build_payload(g, closure=closure, entry=entry, source=source,
+                             contents=self.store.contents(thread_id) if content else None, findings=found,
+                             decisions=ifc_decisions(self.store.spans(thread_id)), forget=record,
+                             collapse=collapse)
+
     def _log_export(self, thread_id: str, kind: str, to: str, spans: int) -> None:
         """What left the machine, for erasure receipts (spans carry payload only with content_in_spans)."""
         from unsee.plugins.erasure import log_export
@@ -351,13 +388,15 @@ class Unsee:
         if scope not in ("session", "all"):
             raise InvalidArgument(f"scope must be 'session' or 'all', got {type(scope).__name__} {scope!r}")
         forgetter = Forgetter(self._forget_context())
-        reached = [] if dry_run else self._spread(thread_id, event)
+        located = None if dry_run else self._located(thread_id, event)
+        reached = self._spread(thread_id, event, located)
         report = forgetter.forget(thread_id, event, strategy, agent=agent, dry_run=dry_run,
                                   commit_result=commit, wait=wait, side_effects=side_effects)
         if dry_run:
             return report
         if not reached or scope == "session" or not report.committed:
             report = self._erase_after(forgetter, report, thread_id, event, agent, erase)
+            self._keep_forget_record(report, event, located)
             named = [f"{r.session_id} (via {r.via_key})" for r in reached]
             return report.model_copy(update={"other_sessions": named}) if named else report
         done, left = [(thread_id, event, report)], []
@@ -376,19 +415,44 @@ class Unsee:
         # affected session is erased, so the receipts are made again after the last one.
         for _ in range(2 if erase and len(done) > 1 else 1):
             done = [(s, ev, self._erase_after(forgetter, rep, s, ev, agent, erase)) for s, ev, rep in done]
+        self._keep_forget_record(done[0][2], event, located)
         return done[0][2].model_copy(update={"also_forgotten": [rep for _, _, rep in done[1:]], "other_sessions": left})
 
-    def _spread(self, thread_id: str, event) -> list:
-        """The sessions ``event.target`` reached from ``thread_id`` through shared memory."""
-        from unsee.plugins.forget import RevocationEvent, find_spread, is_scratch_thread
+    def _located(self, thread_id: str, event):
+        """(graph, entry artifact, I(z)) of ``event.target`` in the session before a forget, or
+        None where the forget will refuse the event (unknown session, target not found, ...)."""
+        from unsee.plugins.forget import RevocationEvent
 
         if not isinstance(event, RevocationEvent) or not isinstance(thread_id, str):
-            return []  # the forget refuses it with the right error
+            return None  # the forget refuses it with the right error
         try:
             g = self.graph(thread_id)
-            closure = g.taint(g.locate(event.target, event.source))
+            hit = g.locate(event.target, event.source)
+            return g, g.get(hit.artifact_id), g.taint(hit)
         except Exception:
-            return []  # the forget says what is wrong (unknown session, target not found, ...)
+            return None  # the forget says what is wrong
+
+    def _keep_forget_record(self, report, event, located) -> None:
+        """What ``unsee view --event`` shows of this forget (ids only, beside the receipts).
+        An observer: a failure to write it is logged, never raised into the forget."""
+        if located is None or getattr(report, "outcome", None) is None:
+            return  # (only a replay has transitions to show; an edit's report says what it did)
+        try:
+            from unsee.plugins.view import forget_record, save_forget_record
+
+            g, entry, closure = located
+            save_forget_record(self.home, forget_record(report, g, entry=entry, closure=closure,
+                                                        raised_by=getattr(event, "raised_by", "user")))
+        except Exception:
+            log.warning("could not keep the record of forget %s for unsee view", report.event_id, exc_info=True)
+
+    def _spread(self, thread_id: str, event, located=None) -> list:
+        """The sessions ``event.target`` reached from ``thread_id`` through shared memory."""
+        from unsee.plugins.forget import find_spread, is_scratch_thread
+
+        if located is None:
+            return []
+        g, _, closure = located
         sessions = [s.session_id for s in self.store.sessions() if not is_scratch_thread(s.session_id)]
         return find_spread(thread_id, g, closure, event.target, sessions, self.graph)
 

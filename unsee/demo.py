@@ -241,7 +241,7 @@ def next_steps(home: Path, session: str, model: str, forgot: bool) -> list[str]:
 
 
 def run_demo(home: Path, session: str, jaeger_json: Path, console: Console | None = None,
-             model: str = "scripted", forget: bool = True) -> dict:
+             model: str = "scripted", forget: bool = True, view_html: Path | None = None) -> dict:
     from unsee.plugins.forget.event import RevocationEvent
     from unsee.report_view import render_report
 
@@ -299,6 +299,16 @@ def run_demo(home: Path, session: str, jaeger_json: Path, console: Console | Non
         payments = refunds_paid(u.home, session)
         console.print(f"refunds actually paid for {session}: {payments} (the replay never fires a side effect twice)")
         result.update(report=report.model_dump(mode="json"), leaked=leaked, payments=payments)
+    # the page of the session: the forget's before/after, or the secret's closure without one
+    from unsee.plugins.view import render_html
+
+    view_html = Path(view_html or Path(jaeger_json).with_name("unsee-demo-view.html"))
+    page = (u.view(session, event=result["report"]["event_id"]) if forget else u.view(session, target=SECRET))
+    view_html.write_text(render_html(page), encoding="utf-8")
+    result["view"] = str(view_html)
+    console.print(f"wrote the page of {session} to {view_html} (open it in a browser: the graph, the "
+                  f"{'forget before and after' if forget else 'secret and its closure'}; no payload text)",
+                  soft_wrap=True)
     conn.close()
     u.close()
     console.print()

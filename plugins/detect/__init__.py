@@ -13,6 +13,9 @@
   OpenAI-compatible endpoint.
 - :mod:`.classifier` — :class:`ClassifierDetector` (a local transformers
   sequence classifier by path) and :class:`EnsembleDetector` (any / weighted).
+- :mod:`.onnx_classifier` — :class:`OnnxClassifierDetector` (the same for an
+  exported ONNX model, run with onnxruntime; :func:`onnx_model_file` finds a
+  folder's graph).
 - errors in :mod:`.errors`.
 """
 
@@ -23,12 +26,13 @@ from .classifier import ClassifierDetector, EnsembleDetector
 from .errors import DetectError, DetectorFailed, InvalidDetector, InvalidFinding
 from .hooks import CallableDetector, as_detector, run_detectors
 from .llm_judge import LLMJudgeDetector
+from .onnx_classifier import OnnxClassifierDetector, onnx_model_file
 from .rules import DEFAULT_RULES, Rule, RuleDetector
 from .signals import SignalDetector
 
 __all__ = [
     "DEFAULT_RULES", "CallableDetector", "ClassifierDetector", "DetectError", "Detector", "DetectorFailed",
-    "EnsembleDetector", "Finding", "InvalidDetector", "InvalidFinding", "LLMJudgeDetector", "Rule",
-    "RuleDetector", "SignalDetector", "ToolAware", "ToolSpec", "as_detector", "bind_tools", "finding",
-    "merge_findings", "run_detectors",
+    "EnsembleDetector", "Finding", "InvalidDetector", "InvalidFinding", "LLMJudgeDetector",
+    "OnnxClassifierDetector", "Rule", "RuleDetector", "SignalDetector", "ToolAware", "ToolSpec", "as_detector",
+    "bind_tools", "finding", "merge_findings", "onnx_model_file", "run_detectors",
 ]

@@ -115,8 +115,13 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         0.6, "asks to send, forward or transfer money or data to someone", SENTENCE),
 )
 
-_SENT_END = re.compile(r"[.!?](?=\s|$)|\n")
-_PARA_END = re.compile(r"\n[ \t]*\n")
+# A tool's output is often a rendered data structure (``str(dict)``, JSON) whose strings carry
+# their line breaks escaped: there ``\\n`` is a line break, and a string value ends at its closing
+# quote. Without that, a sentence runs back to the start of the rendering (flagging the benign
+# text before the injection) and a paragraph stops at the first sentence (leaving the injected
+# request after "Ignore your previous instructions." unflagged).
+_SENT_END = re.compile(r"[.!?](?=\s|$|\\n)|\n|\\n")
+_PARA_END = re.compile(r"\n[ \t]*\n|\\n[ \t]*\\n|(?<!\\)[\"'](?=\s*(?:,\s*[\"'\[{]|[}\]]|$))")
 
 
 def _sentence_start(text: str, i: int) -> int:
@@ -124,6 +129,8 @@ def _sentence_start(text: str, i: int) -> int:
     while j > 0:
         c = text[j - 1]
         if c == "\n" or (c in ".!?" and j < len(text) and text[j].isspace()):
+            break
+        if c == "n" and j >= 2 and text[j - 2] == "\\":  # an escaped line break
             break
         j -= 1
     while j < i and text[j].isspace():
@@ -135,7 +142,7 @@ def _sentence_end(text: str, i: int) -> int:
     m = _SENT_END.search(text, i)
     if m is None:
         return len(text)
-    return m.end() if m.group() != "\n" else m.start()
+    return m.start() if m.group() in ("\n", "\\n") else m.end()
 
 
 def _paragraph_end(text: str, i: int) -> int:

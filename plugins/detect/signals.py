@@ -186,7 +186,9 @@ MENTION = 0.5
 _LINK_TITLE = re.compile(r"\]\([^\s)]+\s+$")
 
 _SENT_END = re.compile(r"[.!?](?=\s|$|['\"\\])|\n|\\n")
-_PARA_END = re.compile(r"\n[ \t]*\n|'\n\s*[\w\-]+:\s|\n\s*-\s+[\w\-]+:\s")
+# (also in a rendered data structure: an escaped blank line, or the closing quote of a string value)
+_PARA_END = re.compile(r"\n[ \t]*\n|'\n\s*[\w\-]+:\s|\n\s*-\s+[\w\-]+:\s|\\n[ \t]*\\n"
+                       r"|(?<!\\)[\"'](?=\s*(?:,\s*[\"'\[{]|[}\]]|$))")
 MAX_SPAN = 2000
 
 

@@ -137,17 +137,21 @@ def make_eval_app(unsee: UnseeFactory) -> typer.Typer:
     def detectors(
         detector: list[str] = typer.Option(
             ["signals"], "--detector",
-            help="signals (the default detector) | rules | llm-judge | classifier:PATH (a local transformers "
-                 "sequence classifier) | module:attr (a detector, a class or a callable); repeat to evaluate "
+            help="signals (the default detector) | rules | llm-judge | classifier:PATH (a local sequence "
+                 "classifier: ONNX when the folder holds model.onnx or onnx/model.onnx, else transformers) | "
+                 "onnx:PATH (an ONNX one) | module:attr (a detector, a class or a callable); repeat to evaluate "
                  "several, or to combine them with --ensemble"),
         ensemble: str | None = typer.Option(None, "--ensemble",
                                             help="any | weighted: evaluate the --detector's as one ensemble"),
         weights: str | None = typer.Option(None, "--weights", help="--ensemble weighted: one weight per "
                                                                     "--detector, comma-separated"),
-        suites: str = typer.Option("all", "--suites", help="all, or AgentDojo suites: banking,slack,travel,workspace"),
+        suites: str = typer.Option("all", "--suites", help="all, none, or AgentDojo suites: "
+                                                           "banking,slack,travel,workspace"),
         attacks: str = typer.Option("all", "--attacks", help="all, or AgentDojo attacks: direct,injecagent,..."),
         hard_cases: bool = typer.Option(True, "--hard-cases/--no-hard-cases",
                                         help="add the hand-written hard cases (plugins/eval/hard_cases.py)"),
+        cases: Path | None = typer.Option(None, "--cases", help="a labelled corpus of your own (a held-out set): "
+                                          "JSON lines of {text, injection, kind?, note?, tools?}, reported apart"),
         min_score: float = typer.Option(0.5, "--min-score", help="findings below this score do not count"),
         limit: int | None = typer.Option(None, "--limit",
                                          help="at most this many outputs per suite, attack and label (an LLM "
@@ -158,10 +162,11 @@ def make_eval_app(unsee: UnseeFactory) -> typer.Typer:
                                                                     "alarm here"),
     ) -> None:
         """Recall on AgentDojo's injected tool outputs (every attack x injection task x suite), false
-        positives on its clean outputs and on the hard cases, cost per 1 000 outputs."""
+        positives on its clean outputs, on the hard cases and on --cases, cost per 1 000 outputs."""
         import json
 
-        from .detector_eval import agentdojo_samples, evaluate, hard_case_samples, load_detector, print_report
+        from .detector_eval import (agentdojo_samples, agentdojo_tools, evaluate, hard_case_samples, load_cases,
+                                    load_detector, print_report)
 
         from unsee.plugins.detect import EnsembleDetector, InvalidDetector
 
@@ -170,12 +175,19 @@ def make_eval_app(unsee: UnseeFactory) -> typer.Typer:
             if ensemble is not None:
                 ws = [float(x) for x in weights.split(",")] if weights else None
                 dets = [EnsembleDetector(dets, mode=ensemble, weights=ws)]
-            samples = agentdojo_samples(None if suites == "all" else [x.strip() for x in suites.split(",")],
-                                        None if attacks == "all" else [x.strip() for x in attacks.split(",")])
+            samples = [] if suites == "none" else agentdojo_samples(
+                None if suites == "all" else [x.strip() for x in suites.split(",")],
+                None if attacks == "all" else [x.strip() for x in attacks.split(",")])
+            # the hard cases and --cases are screened for an agent with the evaluated suites' tools
+            tools = tuple({t.name: t for s in samples for t in s.tools}.values()) or agentdojo_tools()
+            if hard_cases:
+                samples += hard_case_samples(tools)
+            if cases is not None:
+                samples += load_cases(cases, tools)
         except (ValueError, InvalidDetector) as exc:
             raise typer.BadParameter(str(exc)) from None
-        if hard_cases:
-            samples += hard_case_samples(tuple({t.name: t for s in samples for t in s.tools}.values()))
+        if not samples:
+            raise typer.BadParameter("nothing to evaluate: --suites none with --no-hard-cases needs --cases FILE")
         if limit is not None:
             from .detector_eval import first_per_group
 

@@ -26,6 +26,7 @@ _EXPORTS = {
     "ForgetReport": ".report",
     "ForgetPlan": ".report",
     "SideEffect": ".report",
+    "TransitionOutcome": ".report",
     "STRATEGIES": ".strategy",
     "Strategy": ".strategy",
     "StrategySpec": ".strategy",

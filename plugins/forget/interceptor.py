@@ -50,6 +50,12 @@ class ReplayStats:
     deferred: list[SideEffect] = field(default_factory=list)
     deduplicated: list[SideEffect] = field(default_factory=list)
     diverged_at: str | None = None
+    #: the recorded transitions (artifact ids of the old world) by what the replay did with them
+    decoded_ids: list[str] = field(default_factory=list)
+    rematerialised_ids: list[str] = field(default_factory=list)
+    from_record_ids: list[str] = field(default_factory=list)
+    #: the tools the replay executed (name and call id)
+    executed_calls: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _same_calls(made: list[dict], recorded: tuple[RecordedCall, ...]) -> bool:
@@ -99,6 +105,7 @@ class ReplayInterceptor:
     def _rematerialise(self, rec: RecordedTurn) -> ModelResponse:
         self._turns_used.add(rec.artifact_id)
         self.stats.model_turns_rematerialised += 1
+        self.stats.rematerialised_ids.append(rec.artifact_id)
         calls = [{"name": c.name, "args": c.args, "id": c.call_id, "type": "tool_call"} for c in rec.calls]
         ai = AIMessage(content=rec.text, id=rec.message_id, tool_calls=calls,
                        response_metadata={"unsee": {"rematerialised": True}})
@@ -106,6 +113,8 @@ class ReplayInterceptor:
 
     def _after_decode(self, rec: RecordedTurn | None, response: Any) -> Any:
         self.stats.model_turns_decoded += 1
+        if rec is not None:
+            self.stats.decoded_ids.append(rec.artifact_id)
         ai = _ai_message_of(response)
         if rec is None or ai is None:
             return response
@@ -185,6 +194,7 @@ class ReplayInterceptor:
         rec = self._match(call)
         d = decide(call, rec, self.side_effects, self._identical(call))  # decide() says when candidates count
         if d.action is Action.RECORD:
+            self.stats.from_record_ids.append(d.record.artifact_id)
             if d.status == "deduplicated":
                 with self._lock:
                     self._used.add(d.record.artifact_id)
@@ -202,6 +212,8 @@ class ReplayInterceptor:
 
     def _executing(self, request) -> None:
         self.stats.tool_calls_executed += 1
+        tc = request.tool_call
+        self.stats.executed_calls.append((str(tc.get("name") or ""), str(tc.get("id") or "")))
         if effect_of(request.tool) == "write":
             self._resync = False  # a write the record may not have: later injections could differ
 

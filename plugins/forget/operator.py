@@ -26,7 +26,7 @@ from .event import RevocationEvent
 from .plan import ReplayPlan, describe, make_plan
 from .ports import ForgetContext
 from .replay import abandon, clear_scratch, is_scratch_thread, run_replay, scratch_thread
-from .report import ForgetPlan, ForgetReport, SideEffect
+from .report import ForgetPlan, ForgetReport, SideEffect, TransitionOutcome
 from .sanitize import sanitize, sanitize_value
 from .strategy import Strategy
 
@@ -211,6 +211,9 @@ class Forgetter:
             committed=committed,
             scratch_thread=outcome.scratch,
             notes=notes,
+            outcome=TransitionOutcome(decoded=st.decoded_ids, rematerialised=st.rematerialised_ids,
+                                      from_record=st.from_record_ids,
+                                      executed=[f"{name}:{cid}" for name, cid in st.executed_calls]),
         )
 
     def _drop_scratch(self, agent: Any, scratch: str, event_id: str) -> None:

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .strategy import STRATEGIES
 
-__all__ = ["STRATEGIES", "ForgetPlan", "ForgetReport", "SideEffect"]
+__all__ = ["STRATEGIES", "ForgetPlan", "ForgetReport", "SideEffect", "TransitionOutcome"]
 
 
 class SideEffect(BaseModel):
@@ -50,6 +50,21 @@ class ForgetPlan(BaseModel):
     side_effects_at_risk: list[SideEffect]
 
 
+class TransitionOutcome(BaseModel):
+    """What a replay did with each recorded transition, by artifact id of the old world (ids
+    only: no text, no arguments). A model turn is ``rematerialised`` (its recorded output
+    reused by prefill) or ``decoded`` again; a tool call's return is served ``from_record``;
+    ``executed`` names the tools that ran again (``tool:call_id``). Deferred and orphaned side
+    effects are the report's own lists."""
+
+    model_config = ConfigDict(frozen=True)
+
+    decoded: list[str] = Field(default_factory=list)
+    rematerialised: list[str] = Field(default_factory=list)
+    from_record: list[str] = Field(default_factory=list)
+    executed: list[str] = Field(default_factory=list)
+
+
 class ForgetReport(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -84,3 +99,5 @@ class ForgetReport(BaseModel):
     receipt: str | None = None
     #: whether the audit after erasure found no copy on any route
     erased_clean: bool | None = None
+    #: a replay's transitions by outcome (None for strategies that do not replay)
+    outcome: TransitionOutcome | None = None

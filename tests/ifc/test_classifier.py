@@ -8,28 +8,7 @@ from unsee.plugins.detect import (ClassifierDetector, EnsembleDetector, InvalidD
 
 pytest.importorskip("transformers")
 
-
-def tiny_classifier(path, bias, labels=("SAFE", "INJECTION")):
-    """A 2-layer BERT with a word-level tokenizer; the classifier's bias decides its verdict."""
-    import torch
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import BertConfig, BertForSequenceClassification, PreTrainedTokenizerFast
-
-    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + [f"w{i}" for i in range(50)]
-    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-                                   sep_token="[SEP]", model_max_length=32)
-    cfg = BertConfig(vocab_size=len(words), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=32, max_position_embeddings=64, num_labels=len(labels),
-                     id2label=dict(enumerate(labels)), label2id={v: i for i, v in enumerate(labels)})
-    model = BertForSequenceClassification(cfg)
-    with torch.no_grad():
-        model.classifier.weight.zero_()
-        model.classifier.bias.copy_(torch.tensor(bias))
-    model.save_pretrained(path)
-    fast.save_pretrained(path)
-    return path
+from detect.tiny_classifiers import tiny_classifier  # noqa: E402 (a tiny BERT built offline, shared with the ONNX tests)
 
 
 def test_a_local_classifier_flags_each_window_it_scores_as_injection(tmp_path):

@@ -1,0 +1,157 @@
+"""What a forget leaves for the page: a record of its plan, outcome and the graph before it.
+
+A forget replaces the session's record with the counterfactual and erases the
+old one, so the graph *before* the forget exists nowhere else afterwards. Its
+record keeps only what is safe to keep after an erasure: artifact ids, types,
+parents, steps, turns, token spans and sources, the closure I(z), and the
+replay's outcome by id — no payload text, no keyed hashes, no tool arguments or
+results, no event reason (any of them could carry the target). Records are
+JSON files ``<home>/forgets/<event id>.json`` beside the receipts, written
+atomically (a reader sees the whole file or none).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import UnknownEvent, ViewError
+
+#: the artifact fields a sketch keeps (never content, content hash or labels' values beyond names)
+SKETCH_FIELDS = ("id", "type", "parents", "source_ids", "token_span", "turn", "step", "committed")
+_EVENT_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
+
+
+class SideEffectRef(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    tool: str
+    call_artifact_id: str | None = None
+    status: str
+
+
+class ForgetRecord(BaseModel):
+    """One forget, as the page shows it (ids and counts only)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    version: int = 1
+    event_id: str
+    session_id: str
+    strategy: str
+    created_at: str
+    raised_by: str = "user"
+    committed: bool = False
+    erased_clean: bool | None = None
+    receipt: str | None = None
+    tau: int = 0
+    entry: str | None = None
+    entry_type: str | None = None
+    closure: list[str] = Field(default_factory=list)
+    checkpoint: str | None = None
+    checkpoint_kind: str | None = None
+    decoded: list[str] = Field(default_factory=list)
+    rematerialised: list[str] = Field(default_factory=list)
+    from_record: list[str] = Field(default_factory=list)
+    executed: list[str] = Field(default_factory=list)
+    deferred: list[SideEffectRef] = Field(default_factory=list)
+    orphaned: list[SideEffectRef] = Field(default_factory=list)
+    counts: dict[str, float] = Field(default_factory=dict)
+    #: the session's graph just before the forget: artifact sketches and checkpoints
+    before_artifacts: list[dict[str, Any]] = Field(default_factory=list)
+    before_checkpoints: list[dict[str, Any]] = Field(default_factory=list)
+
+
+_COUNTS = ("transitions_replayed", "model_turns_decoded", "model_turns_rematerialised", "tool_calls_from_record",
+           "tool_calls_executed", "tokens_prefilled", "tokens_decoded", "tokens_reused", "wall_time_s")
+
+
+def _sketch(a: Any) -> dict[str, Any]:
+    d = a.model_dump(mode="json", include=set(SKETCH_FIELDS))
+    return {k: d[k] for k in SKETCH_FIELDS}
+
+
+def _checkpoint_sketch(c: Any) -> dict[str, Any]:
+    return c.model_dump(mode="json", include={"id", "kind", "step", "turn", "token_offset"})
+
+
+def forget_record(report: Any, graph: Any, *, entry: Any = None, closure: Iterable[str] = (),
+                  raised_by: str = "user", now: datetime | None = None) -> ForgetRecord:
+    """The record of ``report`` (a ``ForgetReport``) over ``graph``, the session's graph before
+    the forget; ``entry`` is the artifact where the target entered, ``closure`` its I(z)."""
+    outcome = getattr(report, "outcome", None)
+
+    def refs(effects: Iterable[Any]) -> list[SideEffectRef]:
+        return [SideEffectRef(tool=e.tool, call_artifact_id=e.call_artifact_id, status=e.status) for e in effects]
+
+    return ForgetRecord(
+        event_id=report.event_id, session_id=report.session_id, strategy=report.strategy,
+        created_at=(now or datetime.now(timezone.utc)).isoformat(timespec="seconds"), raised_by=raised_by,
+        committed=report.committed, erased_clean=report.erased_clean, receipt=report.receipt, tau=report.tau,
+        entry=getattr(entry, "id", None), entry_type=getattr(getattr(entry, "type", None), "value", None),
+        closure=sorted(closure), checkpoint=report.checkpoint_id, checkpoint_kind=report.checkpoint_kind,
+        decoded=list(outcome.decoded) if outcome else [],
+        rematerialised=list(outcome.rematerialised) if outcome else [],
+        from_record=list(outcome.from_record) if outcome else [],
+        executed=list(outcome.executed) if outcome else [],
+        deferred=refs(report.deferred_side_effects), orphaned=refs(report.orphaned_side_effects),
+        counts={k: getattr(report, k) for k in _COUNTS},
+        before_artifacts=[_sketch(a) for a in graph],
+        before_checkpoints=[_checkpoint_sketch(c) for c in graph.checkpoints],
+    )
+
+
+def _folder(home: str | os.PathLike) -> Path:
+    return Path(home) / "forgets"
+
+
+def _path(home: str | os.PathLike, event_id: str) -> Path:
+    if not isinstance(event_id, str) or not _EVENT_ID.match(event_id):
+        raise ViewError(f"not an event id: {event_id!r}")
+    return _folder(home) / f"{event_id}.json"
+
+
+def save_forget_record(home: str | os.PathLike, record: ForgetRecord) -> Path:
+    """Write ``record`` to ``<home>/forgets/<event id>.json`` atomically; returns the path."""
+    path = _path(home, record.event_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".forget-", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(record.model_dump_json())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load_forget_record(home: str | os.PathLike, event_id: str) -> ForgetRecord:
+    """The record of ``event_id``; :class:`UnknownEvent` when this home has none."""
+    path = _path(home, event_id)
+    try:
+        return ForgetRecord.model_validate_json(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UnknownEvent(f"no forget with event id {event_id!r} in {_folder(home)}") from None
+    except (OSError, ValidationError, ValueError) as exc:
+        raise ViewError(f"the forget record {path} cannot be read: {type(exc).__name__}") from None
+
+
+def forget_records(home: str | os.PathLike, session_id: str) -> list[ForgetRecord]:
+    """The forget records of ``session_id``, oldest first (unreadable files are skipped)."""
+    out = []
+    folder = _folder(home)
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
+        try:
+            rec = ForgetRecord.model_validate_json(path.read_text(encoding="utf-8"))
+        except (OSError, ValidationError, ValueError):
+            continue
+        if rec.session_id == session_id:
+            out.append(rec)
+    return sorted(out, key=lambda r: r.created_at)
