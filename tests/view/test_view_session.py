@@ -111,6 +111,16 @@ def test_a_forget_keeps_one_record_per_event_with_its_outcome(demo):
     assert r.rematerialised or r.decoded
     assert {a["id"] for a in r.before_artifacts} >= set(r.closure)
     assert r.counts["transitions_replayed"] > 0
+    # the records are files of the home: the byte-level audit reads them too, and finds no copy
+    u = Unsee(home=demo["base"] / "gone")
+    try:
+        report = u.audit("demo", SECRET)
+    finally:
+        u.close()
+    from unsee.plugins.erasure.eraser import HomeRoute
+
+    assert any(p.parent.name == "forgets" for p in HomeRoute(demo["base"] / "gone", []).files())
+    assert report.clean
 
 
 def test_a_record_that_cannot_be_written_never_fails_the_forget(tmp_path, caplog):
