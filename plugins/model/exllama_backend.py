@@ -8,7 +8,8 @@ copied or zeroed: positions past the length are overwritten by later writes).
 
 ``exllamav2`` compiles its CUDA extension on first import and fails without
 CUDA, so it is imported only inside :class:`ExLlamaRuntime`'s constructor:
-CPU machines never touch CUDA code. Tokenization and chat templating use the
+CPU machines never touch CUDA code. Its prefill is made causal
+(:func:`causal_attention`: exllamav2 0.3.2's SDPA path is not). Tokenization and chat templating use the
 Hugging Face tokenizer of the folder, so prompts are token-identical to the
 CPU backend's; sampling and grammar masks are the shared torch code.
 """
@@ -30,6 +31,25 @@ log = logging.getLogger(__name__)
 INSTALL_HINT = "exllamav2==0.3.2 (pip install 'unsee[gpu]') on a machine with an NVIDIA GPU and CUDA"
 
 
+def causal_attention(config: Any, attn: Any = None) -> str:
+    """Make a prefill of several tokens causal; returns the attention path exllamav2 will take.
+
+    Without flash-attn or xformers, exllamav2 0.3.2 attends through torch SDPA with a
+    block-diagonal mask that is None when no sequence boundaries are set (``attn.py``
+    ``_attn_torch``; ``attn_params.py`` ``get_block_diag_mask``): every token of a prefill then
+    sees the tokens after it, deterministically, so only a one-shot-versus-token-by-token test
+    shows it. ``no_sdpa`` sends it to the matmul path, which builds a causal mask offset by the
+    cache's length (a prefill after a crop). It is read at every forward from this config.
+    ``attn``: exllamav2's ``attn`` module (its ``has_flash_attn``/``has_xformers``), when loaded.
+    """
+    config.no_sdpa = True
+    if getattr(attn, "has_flash_attn", False):
+        return "flash-attn"
+    if getattr(attn, "has_xformers", False):
+        return "xformers"
+    return "matmul"
+
+
 class _Shared:
     def __init__(self, folder: Path, max_seq_len: int | None) -> None:
         try:
@@ -40,6 +60,7 @@ class _Shared:
             raise BackendUnavailableError("exllamav2", INSTALL_HINT, "CUDA is not available")
         try:
             from exllamav2 import ExLlamaV2, ExLlamaV2Config
+            from exllamav2 import attn as exllama_attn
         except Exception as exc:  # ImportError, or the extension build failing
             raise BackendUnavailableError("exllamav2", INSTALL_HINT, str(exc)) from exc
         from transformers import AutoTokenizer
@@ -56,6 +77,7 @@ class _Shared:
         config = ExLlamaV2Config(str(folder))
         if max_seq_len:
             config.max_seq_len = int(max_seq_len)
+        self.attention = causal_attention(config, exllama_attn)  # before the model reads its config
         self.config = config
         self.model = ExLlamaV2(config)
         self.model.load()
