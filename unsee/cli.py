@@ -179,12 +179,17 @@ def view_cmd(
 
         server = page_server(path, "127.0.0.1", port)
         console.print(f"serving http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C stops)", soft_wrap=True)
-        try:
-            server.serve_forever()
-        except KeyboardInterrupt:
-            pass
-        finally:
-            server.server_close()
+        _serve_until_interrupted(server)
+
+
+def _serve_until_interrupted(server) -> None:
+    """Serve until Ctrl-C, then close the socket (``unsee serve``, ``unsee view --serve``)."""
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
 
 
 @app.command("export")
@@ -544,12 +549,7 @@ def serve_cmd(
     u = (_owner_of(compiled) if compiled is not None else None) or _open()
     server = make_server(u, token, host, port, compiled)
     _console().print(f"unsee serve: POST http://{host}:{server.server_address[1]}/v1/revocations")
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
+    _serve_until_interrupted(server)
 
 
 def _unsee(**kwargs):

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .layout import layout
-from .records import ForgetRecord
+from .records import ForgetRecord, checkpoint_sketch
 
 #: a session larger than this starts collapsed by turn
 COLLAPSE_AT = 1500
@@ -75,8 +75,7 @@ def _graph_part(artifacts: list[dict[str, Any]], checkpoints: list[dict[str, Any
 
 
 def _checkpoints(graph: Any) -> list[dict[str, Any]]:
-    return [c.model_dump(mode="json", include={"id", "kind", "step", "turn", "token_offset"})
-            for c in graph.checkpoints]
+    return [checkpoint_sketch(c) for c in graph.checkpoints]
 
 
 #: recorded observations a replay feeds again verbatim (the entry is fed without the target)

@@ -77,7 +77,8 @@ def _sketch(a: Any) -> dict[str, Any]:
     return {k: d[k] for k in SKETCH_FIELDS}
 
 
-def _checkpoint_sketch(c: Any) -> dict[str, Any]:
+def checkpoint_sketch(c: Any) -> dict[str, Any]:
+    """A checkpoint as the page shows it (metadata of a splice point: no prompt manifest)."""
     return c.model_dump(mode="json", include={"id", "kind", "step", "turn", "token_offset"})
 
 
@@ -103,7 +104,7 @@ def forget_record(report: Any, graph: Any, *, entry: Any = None, closure: Iterab
         deferred=refs(report.deferred_side_effects), orphaned=refs(report.orphaned_side_effects),
         counts={k: getattr(report, k) for k in _COUNTS},
         before_artifacts=[_sketch(a) for a in graph],
-        before_checkpoints=[_checkpoint_sketch(c) for c in graph.checkpoints],
+        before_checkpoints=[checkpoint_sketch(c) for c in graph.checkpoints],
     )
 
 
@@ -147,7 +148,7 @@ def forget_records(home: str | os.PathLike, session_id: str) -> list[ForgetRecor
     """The forget records of ``session_id``, oldest first (unreadable files are skipped)."""
     out = []
     folder = _folder(home)
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
+    for path in folder.glob("*.json") if folder.is_dir() else ():
         try:
             rec = ForgetRecord.model_validate_json(path.read_text(encoding="utf-8"))
         except (OSError, ValidationError, ValueError):
