@@ -85,6 +85,10 @@ RUNS: dict[str, list[str]] = {
 NOT_RUN = {
     "make demo": "the demo on the local model: `unsee demo --model local` (test_demo_on_the_local_model)",
     "make test": "this test suite itself",
+    "bash scripts/gpu-check.sh prepare": "downloads wheels from PyPI (run by hand; its pieces: tests/model/test_gpu_check.py)",
+    "bash scripts/gpu-check.sh a": "needs a lent GPU machine",
+    "bash scripts/gpu-check.sh b": "needs a lent GPU machine",
+    "bash scripts/gpu-check.sh a --dry-run": "needs what prepare downloads (run by hand; docs/model.md gives its result)",
 }
 COMMAND = re.compile(r"^(unsee|python -m unsee\S*|make|bash scripts\S*)( |$)")
 

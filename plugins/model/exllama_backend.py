@@ -126,6 +126,15 @@ class ExLlamaRuntime(SharedWeightsRuntime):
             logits = self._shared.model.forward(ids, cache, last_id_only=True)
             return logits[0, -1].float()
 
+    def _forward_all(self, tokens: list[int]) -> Any:
+        # One pass; exllamav2 splits it into chunks of config.max_input_len itself.
+        import torch
+
+        cache = self._ensure_cache()
+        with self.lock, torch.inference_mode():
+            ids = torch.tensor([tokens], dtype=torch.long)
+            return self._shared.model.forward(ids, cache, last_id_only=False)[0].float()
+
     def _crop_cache(self, n_tokens: int) -> None:
         if self._cache is not None:
             self._cache.current_seq_len = n_tokens

@@ -226,6 +226,22 @@ class LocalRuntime(abc.ABC):
         self._feed(tokens)
         self.counters.prefilled += len(tokens)
 
+    def prefill_logits(self, tokens: Sequence[int]) -> Any:
+        """:meth:`prefill`, returning the logits of every position (2-D, float32 on
+        the CPU; row ``i`` predicts the token after ``tokens[i]``). One forward pass
+        where the backend can: checks compare these across chunkings, crops and
+        backends (:mod:`.smoke`)."""
+        tokens = [int(t) for t in tokens]
+        if not tokens:
+            raise ValueError("prefill_logits needs at least one token")
+        self._check_fits(len(self._tokens) + len(tokens))
+        rows = self._forward_rows(tokens, 0)
+        self._tokens.extend(tokens)
+        self._last_logits = rows[-1]
+        self._logits_at = len(self._tokens)
+        self.counters.prefilled += len(tokens)
+        return rows.float().cpu()
+
     def sync(self, prompt: Sequence[int]) -> int:
         """Make the cache hold exactly ``prompt``: crop to the longest common
         prefix, prefill the rest. Returns the number of reused tokens.

@@ -9,6 +9,14 @@ from unsee import RevocationEvent, Unsee
 from unsee.demo import ToolRouting
 
 pytestmark = pytest.mark.model
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 SECRET = "4417-2231"
 TURNS = [f"My card is {SECRET}. Please look up ticket T-1", "Thanks, what did you find?"]
 
@@ -41,6 +49,18 @@ def _messages(agent, thread):
 
 @pytest.mark.parametrize("temperature", [0.0, 0.8], ids=["greedy", "seeded-sampling"])
 def test_b7_equals_b5_on_the_cpu_model(tmp_path, local_model, temperature):
+    _b7_equals_b5(tmp_path, local_model, temperature)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="needs CUDA")
+@pytest.mark.parametrize("temperature", [0.0, 0.8], ids=["greedy", "seeded-sampling"])
+def test_b7_equals_b5_on_the_gpu_model(tmp_path, gpu_local_model, temperature):
+    """The same on the ExLlamaV2 backend (``bash scripts/gpu-check.sh b`` runs it)."""
+    _b7_equals_b5(tmp_path, gpu_local_model, temperature)
+
+
+def _b7_equals_b5(tmp_path, local_model, temperature):
     out = {}
     for strategy in ("B7", "B5"):
         u, agent, m, thread = _session(tmp_path, f"{strategy}-{temperature}", local_model, temperature)

@@ -1,18 +1,17 @@
-"""ExLlamaV2 backend on CUDA: the CPU determinism tests, mirrored.
+"""ExLlamaV2 backend on CUDA: the CPU determinism tests, mirrored, on the real weights.
 
-Skipped without CUDA (``scripts/gpu-check.sh`` installs exllamav2 and runs
-these on an NVIDIA machine). Each runtime is compared only with itself.
+Skipped without CUDA (``bash scripts/gpu-check.sh b`` runs them on a lent machine, with the
+wheels it carries). Logits are compared with a tolerance and tokens only where the lead is
+clear (:mod:`unsee.plugins.model.smoke`): a re-prefill in other chunk sizes may flip an fp16
+near-tie. Only the tool-call test needs langchain, imported there.
 """
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import torch
-from langchain_core.messages import HumanMessage
-from langchain_core.tools import tool
 
+from unsee.plugins.model import smoke
 from unsee.plugins.model.runtime import SamplingParams
 from unsee.plugins.model.sampling import seed_for
 
@@ -28,7 +27,7 @@ N_NEW = 24
 def gpu_runtime(model_home):
     from unsee.plugins.model import load_runtime
 
-    return load_runtime("exllamav2", model_home)
+    return load_runtime("exllamav2", cache_dir=model_home)
 
 
 def _prompt(rt):
@@ -58,19 +57,37 @@ def test_answers_a_context_question(gpu_runtime):
     assert "4417" in rt.decode(24).text
 
 
+def test_one_shot_prefill_equals_token_by_token(gpu_runtime, reference):
+    """Causal prefill: exllamav2's SDPA path without flash-attn is not (the backend avoids it)."""
+    prompt, _ = reference
+    check = smoke.check_causal_prefill(gpu_runtime, prompt)
+    assert check.ok, check
+
+
 @pytest.mark.parametrize("repeat", range(3))
-def test_crop_then_decode_equals_fresh_run(gpu_runtime, reference, repeat):
+def test_crop_then_prefill_reproduces_the_logits(gpu_runtime, reference, repeat):
+    prompt, ref = reference
+    tokens = list(prompt) + list(ref)
+    n = len(prompt)
+    check = smoke.check_crop_then_prefill(gpu_runtime, tokens, [n + 16, n + 5, n, n - 6])
+    assert check.ok, check
+
+
+def test_crop_then_decode_equals_fresh_run_where_clear(gpu_runtime, reference):
+    """Greedy tokens after a crop equal the fresh run's, compared only while every step's lead
+    is clear (a near-tie may flip in fp16; the logits check above covers the rest)."""
     prompt, ref = reference
     n = len(prompt)
+    fresh = gpu_runtime.spawn()
+    rows = fresh.prefill_logits(list(prompt) + list(ref))[n - 1:-1]
+    top = rows.topk(2, dim=-1).values
+    clear = int(((top[:, 0] - top[:, 1]) > 0.05 * rows.abs().max()).long().cumprod(0).sum())
     rt = gpu_runtime.spawn()
     rt.prefill(prompt)
     rt.decode(N_NEW, stop_token_ids=())
-    for cut in (n + 16, n + 5, n, n - 6):
-        rt.crop(cut)
-        if cut < n:
-            rt.prefill(prompt[cut:])
-        done = max(0, cut - n)
-        assert rt.decode(N_NEW - done, stop_token_ids=()).tokens == ref[done:], cut
+    rt.crop(n - 6)
+    rt.prefill(prompt[n - 6:])
+    assert rt.decode(clear, stop_token_ids=()).tokens == ref[:clear]
 
 
 def test_seeded_sampling_is_reproducible(gpu_runtime, reference):
@@ -87,18 +104,14 @@ def test_seeded_sampling_is_reproducible(gpu_runtime, reference):
 
 
 def test_crop_is_constant_time_up_to_8k(gpu_runtime):
-    rt = gpu_runtime.spawn()
-    rt.prefill(list(range(100, 100 + 8000)))
-    times = []
-    for cut in (8000, 4096, 1024, 256):
-        rt.crop(cut)
-        t0 = time.perf_counter()
-        rt.crop(cut - 1)
-        times.append(time.perf_counter() - t0)
-    assert max(times) < 0.001, times
+    check = smoke.check_crop_cost(gpu_runtime, 8000, [4096, 1024, 256], max_seconds=1e-3)
+    assert check.ok, check
 
 
 def test_constrained_tool_calls(gpu_runtime):
+    from langchain_core.messages import HumanMessage
+    from langchain_core.tools import tool
+
     from unsee.plugins.model import LocalChatModel
 
     @tool
