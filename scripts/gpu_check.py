@@ -453,17 +453,41 @@ def environment(report: Report) -> bool:
 
 
 def run_bounded(cmd: list[str], *, env: dict, log, timeout: float, cwd: Path) -> int | str:
-    """Run ``cmd`` in its own process group; past ``timeout`` the whole group (ninja and its
-    compilers too) is killed and "timeout" returned, else the exit status."""
+    """Run ``cmd`` in a session of its own; past ``timeout`` every process of that session
+    (ninja and its compilers too) is killed and "timeout" returned, else the exit status."""
     import signal
 
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True)
     try:
         return proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(proc.pid, signal.SIGKILL)  # the child and ninja first: nothing new is started
         proc.wait()
+        kill_session(proc.pid)  # ninja gives each compile its own process group, in this session
         return "timeout"
+
+
+def kill_session(sid: int, rounds: int = 20) -> None:
+    """SIGKILL every process of session ``sid`` (read from /proc) until none is left."""
+    import signal
+
+    for _ in range(rounds):
+        left = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[3]) == sid:  # after the command: state, ppid, pgrp, session
+                left.append(int(stat.parent.name))
+        if not left:
+            return
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.1)
 
 
 def use_build_env() -> None:

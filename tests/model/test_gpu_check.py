@@ -161,12 +161,13 @@ def test_the_report_is_written_as_it_goes(gc, tmp_path):
 
 
 def test_a_build_past_its_timeout_is_killed_with_its_children(gc, tmp_path):
-    """ninja and nvcc run in the child's process group: the timeout ends them all."""
+    """ninja runs each compile in a process group of its own, in the child's session: the
+    timeout ends them all."""
     import os
     import time as _time
 
     pidfile = tmp_path / "grandchild"
-    code = (f"import subprocess, sys; p = subprocess.Popen(['sleep', '60']); "
+    code = (f"import subprocess, sys; p = subprocess.Popen(['sleep', '60'], process_group=0); "
             f"open({str(pidfile)!r}, 'w').write(str(p.pid)); p.wait()")
     with open(tmp_path / "log", "w") as log:
         t0 = _time.perf_counter()
