@@ -499,6 +499,36 @@ def use_build_env() -> None:
     os.environ.setdefault("MAX_JOBS", str(os.cpu_count() or 4))
     os.environ["TORCH_EXTENSIONS_DIR"] = str(EXT_DIR)
     EXT_DIR.mkdir(parents=True, exist_ok=True)
+    home = cuda_home()
+    if home and "CUDA_HOME" not in os.environ:
+        os.environ["CUDA_HOME"] = home
+    extra = cublas_include(home)
+    if extra and extra not in os.environ.get("CPATH", ""):
+        os.environ["CPATH"] = os.pathsep.join(filter(None, [os.environ.get("CPATH"), extra]))
+
+
+def cuda_home(candidates: list[str] | None = None) -> str | None:
+    """The CUDA toolkit to build with: $CUDA_HOME, else the first of /usr/local/cuda and the
+    folder above nvcc's that has ``include/cuda_runtime.h``. torch's own guess takes the folder
+    above nvcc's as it is found on the PATH: /usr/local for /usr/local/bin/nvcc (seen here)."""
+    if os.environ.get("CUDA_HOME"):
+        return os.environ["CUDA_HOME"]
+    if candidates is None:
+        nvcc = shutil.which("nvcc")
+        candidates = ["/usr/local/cuda"] + ([str(Path(nvcc).resolve().parent.parent)] if nvcc else [])
+    return next((c for c in candidates if (Path(c) / "include" / "cuda_runtime.h").is_file()), None)
+
+
+def cublas_include(home: str | None, paths: list[str] | None = None) -> str | None:
+    """cuBLAS's headers when the toolkit at ``home`` lacks them (exllamav2 includes
+    ``cublas_v2.h``; it links no cuBLAS itself): those of the pip packages torch uses."""
+    if home and (Path(home) / "include" / "cublas_v2.h").is_file():
+        return None
+    for base in paths if paths is not None else sys.path:
+        for sub in ("nvidia/cu13/include", "nvidia/cublas/include"):
+            if (Path(base) / sub / "cublas_v2.h").is_file():
+                return str(Path(base) / sub)
+    return None
 
 
 def build_extension(report: Report, out: Path, *, dry_run: bool) -> bool:
@@ -523,7 +553,7 @@ def build_extension(report: Report, out: Path, *, dry_run: bool) -> bool:
     seconds = round(time.perf_counter() - t0, 1)
     tail = log.read_text(errors="replace").strip().splitlines()[-3:]
     figs = {"seconds": seconds, "rc": rc, "arch": env["TORCH_CUDA_ARCH_LIST"], "jobs": env["MAX_JOBS"],
-            "log": log.name}
+            "cuda_home": env.get("CUDA_HOME"), "cpath": env.get("CPATH"), "log": log.name}
     if rc == "timeout":  # the killed build's lock would hang the next import
         lock = stale_lock(EXT_DIR)
         if lock is not None:

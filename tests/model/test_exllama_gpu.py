@@ -87,7 +87,8 @@ def test_crop_then_decode_equals_fresh_run_where_clear(gpu_runtime, reference):
     rt.decode(N_NEW, stop_token_ids=())
     rt.crop(n - 6)
     rt.prefill(prompt[n - 6:])
-    assert rt.decode(clear, stop_token_ids=()).tokens == ref[:clear]
+    if clear:  # the first step a near-tie: only the logits check speaks
+        assert rt.decode(clear, stop_token_ids=()).tokens == ref[:clear]
 
 
 def test_seeded_sampling_is_reproducible(gpu_runtime, reference):

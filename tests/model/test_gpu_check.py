@@ -206,3 +206,23 @@ def test_wheels_installed_before_are_left_alone(gc, tmp_path, monkeypatch):
     stamp = init.stat().st_mtime_ns
     assert gc.install_wheels("a", site) == []
     assert init.stat().st_mtime_ns == stamp
+
+
+def test_the_cuda_toolkit_and_cublas_headers_are_found(gc, tmp_path, monkeypatch):
+    """torch guesses /usr/local for /usr/local/bin/nvcc; the build needs the folder with the
+    headers, and cuBLAS's from pip's nvidia package where the toolkit has none."""
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    bare, full = tmp_path / "local", tmp_path / "cuda-13.0"
+    (bare / "bin").mkdir(parents=True)
+    (full / "include").mkdir(parents=True)
+    (full / "include" / "cuda_runtime.h").touch()
+    assert gc.cuda_home([str(bare), str(full)]) == str(full)
+    assert gc.cuda_home([str(bare)]) is None
+    monkeypatch.setenv("CUDA_HOME", "/somewhere")
+    assert gc.cuda_home([str(full)]) == "/somewhere"
+    site = tmp_path / "site"
+    (site / "nvidia" / "cu13" / "include").mkdir(parents=True)
+    (site / "nvidia" / "cu13" / "include" / "cublas_v2.h").touch()
+    assert gc.cublas_include(str(full), [str(site)]) == str(site / "nvidia" / "cu13" / "include")
+    (full / "include" / "cublas_v2.h").touch()
+    assert gc.cublas_include(str(full), [str(site)]) is None
