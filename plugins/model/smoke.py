@@ -191,8 +191,10 @@ def check_crop_cost(rt: Any, n_fill: int, cuts: Sequence[int], *, max_seconds: f
 def throughput(rt: Any, prompt: Sequence[int], n_decode: int, *, sync: Callable[[], None] | None = None,
                name: str = "throughput") -> Check:
     """Prefill and greedy-decode tokens per second of a fresh cache (``sync`` waits for the
-    device before a clock is read)."""
+    device before a clock is read); ``rt.draft_max`` (speculative decoding) is kept."""
     probe = rt.spawn()
+    if hasattr(rt, "draft_max"):  # a spawn starts from the backend's default: keep the caller's
+        probe.draft_max = rt.draft_max
     sync = sync or (lambda: None)
     t0 = time.perf_counter()
     probe.prefill(list(prompt))
