@@ -34,6 +34,7 @@ import json
 import lzma
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -125,8 +126,6 @@ MARKERS = {"python_version": "3.12", "python_full_version": "3.12.3", "sys_platf
 
 
 def canonical(name: str) -> str:
-    import re
-
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
@@ -144,12 +143,13 @@ def wheel_closure(roots=B_ROOTS, *, image: set[str] | None = None, keep=B_KEEP, 
     from packaging.requirements import Requirement
 
     image = image_packages() if image is None else image
+    dropped = {canonical(d) for d in drop}
     seen: dict[str, str] = {}
     stack: list[tuple[str, tuple[str, ...]]] = [(r, ()) for r in roots]
     while stack:
         name, extras = stack.pop()
         key = canonical(name)
-        if key in seen or key in {canonical(d) for d in drop}:
+        if key in seen or key in dropped:
             continue
         try:
             dist = md.distribution(name)
@@ -302,9 +302,8 @@ def _pip_download(reqs: list[str], dest: Path) -> None:
     subprocess.run(cmd + reqs, check=True)
 
 
-def _compressed_gguf(gguf: Path, cache: Path) -> Path:
-    """The GGUF xz-compressed (-6: 94 -> 86 MiB), cached by the GGUF's sha256 (it takes ~50 s)."""
-    digest = sha256_file(gguf)
+def _compressed_gguf(gguf: Path, digest: str, cache: Path) -> Path:
+    """The GGUF xz-compressed (-6: 94 -> 86 MiB), cached by its sha256 ``digest`` (it takes ~50 s)."""
     xz = cache / f"{digest[:16]}.gguf.xz"
     if not xz.is_file():
         cache.mkdir(parents=True, exist_ok=True)
@@ -315,7 +314,7 @@ def _compressed_gguf(gguf: Path, cache: Path) -> Path:
     return xz
 
 
-def prepare(out: Path) -> int:
+def prepare() -> int:
     from unsee.plugins.model.convert import ensure_converted, find_gguf
 
     wheels = read_wheel_list()
@@ -335,14 +334,15 @@ def prepare(out: Path) -> int:
             shutil.copy2(folder / name, a / "model" / name)
     gguf = find_gguf()
     print("[prepare] compressing the GGUF (cached after the first time)", flush=True)
-    xz = _compressed_gguf(gguf, GPU / "cache")
+    gguf_sha = sha256_file(gguf)
+    xz = _compressed_gguf(gguf, gguf_sha, GPU / "cache")
     tree = travel_size()
     room = TRAVEL_LIMIT - TRAVEL_MARGIN - tree
     first = room - folder_size(a) - 2**16  # the manifest comes after the split
     if first <= 0:
         raise CheckError(f"no room for the first part: tree {tree} B, .gpu/a {folder_size(a)} B")
     parts = split_file(xz, [(a / "gguf.xz.part1", first), (b / "gguf.xz.part2", None)])
-    gguf_info = {"name": GGUF_NAME, "size": gguf.stat().st_size, "sha256": sha256_file(gguf),
+    gguf_info = {"name": GGUF_NAME, "size": gguf.stat().st_size, "sha256": gguf_sha,
                  "xz_sha256": sha256_file(xz), "parts": parts}
     digest = source_digest()
     for step, folder_ in (("a", a), ("b", b)):
@@ -563,6 +563,18 @@ def build_extension(report: Report, out: Path, *, dry_run: bool) -> bool:
     return rc == 0
 
 
+def ready(report: Report, out: Path, steps: tuple[str, ...], *, dry_run: bool) -> bool:
+    """What every step does first: install the wheels of ``steps``, put them on the path,
+    report the environment, refuse a machine without CUDA (unless a dry run), build or load
+    the extension. False when the extension is not there (the report says why)."""
+    installed = [name for step in steps for name in install_wheels(step)]
+    report.add("wheels installed", None, {"wheels": ", ".join(installed) or "none new"})
+    use_site()
+    if not environment(report) and not dry_run:
+        raise CheckError(f"no CUDA here: step {steps[-1]} needs the GPU (or pass --dry-run)")
+    return build_extension(report, out, dry_run=dry_run)
+
+
 def _tokens(n: int, vocab: int, seed: int = 1) -> list[int]:
     import torch
 
@@ -572,12 +584,7 @@ def _tokens(n: int, vocab: int, seed: int = 1) -> list[int]:
 
 def step_a(report: Report, out: Path, *, dry_run: bool) -> None:
     load_manifest("a")
-    report.add("wheels installed", None, {"wheels": ", ".join(install_wheels("a")) or "none new"})
-    use_site()
-    cuda = environment(report)
-    if not cuda and not dry_run:
-        raise CheckError("no CUDA here: step a needs the GPU (or pass --dry-run)")
-    if not build_extension(report, out, dry_run=dry_run):
+    if not ready(report, out, ("a",), dry_run=dry_run):
         return
     from unsee.plugins.model import load_runtime, smoke
 
@@ -675,13 +682,8 @@ def step_b(report: Report, out: Path, *, dry_run: bool) -> None:
         raise CheckError(f"step b needs what step a carried, on this machine: run a, then b at once "
                          f"while the machine is warm ({exc})") from None
     manifest_b = load_manifest("b")
-    report.add("wheels installed", None, {"wheels": ", ".join(install_wheels("a") + install_wheels("b")) or "none new"})
-    use_site()
-    cuda = environment(report)
-    if not cuda and not dry_run:
-        raise CheckError("no CUDA here: step b needs the GPU (or pass --dry-run)")
-    # built by step a on this warm machine: a quick load (a cold machine builds it again here)
-    if not build_extension(report, out, dry_run=dry_run):
+    # the extension built by step a on this warm machine: a quick load (a cold one builds it again)
+    if not ready(report, out, ("a", "b"), dry_run=dry_run):
         return
     g = manifest_b["gguf"]
     t0 = time.perf_counter()
@@ -689,12 +691,12 @@ def step_b(report: Report, out: Path, *, dry_run: bool) -> None:
                     GPU / "gguf.xz", sha256=g["xz_sha256"])
     gguf = SITE / GGUF_PACKAGE / GGUF_NAME  # where unsee's converter finds the shipped weights
     gguf.parent.mkdir(parents=True, exist_ok=True)
-    if not gguf.is_file() or sha256_file(gguf) != g["sha256"]:
+    if not gguf.is_file() or sha256_file(gguf) != g["sha256"]:  # a rerun finds it there
         with lzma.open(xz) as src, open(gguf.with_suffix(".partial"), "wb") as dst:
             shutil.copyfileobj(src, dst, 1 << 20)
+        if sha256_file(gguf.with_suffix(".partial")) != g["sha256"]:
+            raise CheckError("the reassembled GGUF has the wrong sha256")
         gguf.with_suffix(".partial").replace(gguf)
-    if sha256_file(gguf) != g["sha256"]:
-        raise CheckError("the reassembled GGUF has the wrong sha256")
     report.add("GGUF reassembled", True, {"MiB": round(g["size"] / 2**20, 1), "seconds": round(time.perf_counter() - t0, 1)})
     os.environ["UNSEE_MODEL_CACHE"] = str(MODELS)
     from unsee.plugins.model import load_runtime, smoke
@@ -747,7 +749,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path(os.environ.get("OUT") or GPU / "out")
     try:
         if args.step == "prepare":
-            return prepare(out)
+            return prepare()
         if args.step == "lock":
             return lock()
         if args.step == "image-needs":

@@ -62,6 +62,19 @@ class LogitsGap:
                 "rel": round(self.rel, 6), "clear": self.clear, "clear_disagree": self.clear_disagree}
 
 
+def clear_lead(logits: Any, margin: float | None = None) -> Any:
+    """Per position (rows of 2-D ``logits``): does the best token lead the second by more than
+    ``margin`` (default 5 % of the largest |logit|)? Elsewhere a near-tie may flip in fp16."""
+    import torch
+
+    rows = torch.as_tensor(logits).float()
+    margin = 0.05 * float(rows.abs().max()) if margin is None else float(margin)
+    if rows.shape[1] < 2:
+        return torch.ones(rows.shape[0], dtype=torch.bool)
+    top = rows.topk(2, dim=-1).values
+    return (top[:, 0] - top[:, 1]) > margin
+
+
 def logits_gap(reference: Any, other: Any, *, margin: float | None = None) -> LogitsGap:
     """Compare two ``(positions, vocab)`` logits tensors.
 
@@ -80,12 +93,9 @@ def logits_gap(reference: Any, other: Any, *, margin: float | None = None) -> Lo
         raise ValueError("no positions to compare")
     if not (torch.isfinite(ref).all() and torch.isfinite(oth).all()):
         return LogitsGap(int(ref.shape[0]), math.inf, float(ref.abs().nan_to_num().max()), 0, 0)
-    scale = float(ref.abs().max())
-    margin = 0.05 * scale if margin is None else float(margin)
-    top = ref.topk(2, dim=-1).values if ref.shape[1] > 1 else torch.cat([ref, ref - math.inf], 1)
-    clear = (top[:, 0] - top[:, 1]) > margin
+    clear = clear_lead(ref, margin)
     disagree = clear & (ref.argmax(-1) != oth.argmax(-1))
-    return LogitsGap(int(ref.shape[0]), float((ref - oth).abs().max()), scale,
+    return LogitsGap(int(ref.shape[0]), float((ref - oth).abs().max()), float(ref.abs().max()),
                      int(clear.sum()), int(disagree.sum()))
 
 
@@ -240,7 +250,7 @@ def build_random_model(config: Path, out: Path, *, tokenizer_dir: Path | None = 
 
 
 __all__ = [
-    "CROSS_BACKEND_TOL", "Check", "LogitsGap", "SAME_BACKEND_TOL", "build_random_model",
+    "CROSS_BACKEND_TOL", "Check", "LogitsGap", "SAME_BACKEND_TOL", "build_random_model", "clear_lead",
     "check_causal_prefill", "check_chunked_prefill", "check_crop_cost", "check_crop_then_prefill",
     "check_reference", "logits_gap", "throughput",
 ]

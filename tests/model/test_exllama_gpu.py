@@ -80,8 +80,7 @@ def test_crop_then_decode_equals_fresh_run_where_clear(gpu_runtime, reference):
     n = len(prompt)
     fresh = gpu_runtime.spawn()
     rows = fresh.prefill_logits(list(prompt) + list(ref))[n - 1:-1]
-    top = rows.topk(2, dim=-1).values
-    clear = int(((top[:, 0] - top[:, 1]) > 0.05 * rows.abs().max()).long().cumprod(0).sum())
+    clear = int(smoke.clear_lead(rows).long().cumprod(0).sum())
     rt = gpu_runtime.spawn()
     rt.prefill(prompt)
     rt.decode(N_NEW, stop_token_ids=())
