@@ -29,7 +29,7 @@ def _agent(home: Path):
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     from unsee import Unsee
-    from unsee.plugins.eval import ScriptedChatModel, call_id
+    from unsee.plugins.model import ScriptedChatModel, call_id
 
     u = Unsee(home=home)
 

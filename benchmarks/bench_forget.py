@@ -32,7 +32,7 @@ def lookup_policy(messages, tools):
     """The scripted support agent: look up the ticket a user message names, then note the result."""
     from langchain_core.messages import AIMessage, ToolMessage
 
-    from unsee.plugins.eval import call_id
+    from unsee.plugins.model import call_id
 
     last = messages[-1]
     if isinstance(last, ToolMessage):
@@ -49,7 +49,7 @@ def _make(home: Path, which: str, tau_turn: int, turns: int, shared_model=None, 
 
     from unsee import Unsee
     from unsee.demo import ToolRouting
-    from unsee.plugins.eval import ScriptedChatModel
+    from unsee.plugins.model import ScriptedChatModel
 
     u = Unsee(home=home)
 

@@ -3,7 +3,7 @@ and B7's cost against the suffix length.
 
 Episodes (scripted stand-in; tau after 0-8 filler turns, 0-6 filler turns
 after its consequences, or the first turn when the target is a memory item)
-are forgotten with B5, B5' and B7 (``unsee.plugins.eval.forgetting``: tokens
+are forgotten with B5, B5' and B7 (``unsee.eval.forgetting``: tokens
 counted as a prefix KV cache spends them). ``support`` is a conversational
 agent: every turn after tau reads a context derived from the target, so B7
 saves the prefix only, as B5' does. ``windowed`` runs the same episodes behind
@@ -25,9 +25,9 @@ def suite_line(suite: str, episodes: int, seed: int) -> None:
     import numpy as np
 
     from unsee.core import Unsee
-    from unsee.plugins.eval import metrics
-    from unsee.plugins.eval.forgetting import run_forgetting
-    from unsee.plugins.eval.suites import generate
+    from unsee.eval import metrics
+    from unsee.eval.forgetting import run_forgetting
+    from unsee.eval.suites import generate
 
     eps = generate(suite, episodes, seed)
     result = run_forgetting(eps, ["B5", "B5'", "B7"], unsee=Unsee)

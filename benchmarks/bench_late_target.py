@@ -43,7 +43,7 @@ def bare_replay(turns: int) -> float:
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-    from unsee.plugins.eval import ScriptedChatModel
+    from unsee.plugins.model import ScriptedChatModel
 
     @tool
     def lookup_ticket(ticket_id: str) -> str:

@@ -56,7 +56,7 @@ def _agent_parts(sleep_s: float = 0.0):
     from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
     from langchain_core.tools import tool
 
-    from unsee.plugins.eval import ScriptedChatModel, call_id
+    from unsee.plugins.model import ScriptedChatModel, call_id
 
     @tool
     def echo(text: str) -> str:

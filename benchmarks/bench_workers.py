@@ -36,7 +36,7 @@ def _agent(home: Path, db: str, store: str | None = None):
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     from unsee import Unsee
-    from unsee.plugins.eval import ScriptedChatModel, call_id
+    from unsee.plugins.model import ScriptedChatModel, call_id
 
     u = Unsee(home=home, store=store)
 

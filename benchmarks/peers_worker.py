@@ -52,7 +52,7 @@ def _model(sleep_s: float = 0.0):
     """Scripted model: a tool call for a user message, a reply after the tool's return."""
     from langchain_core.messages import AIMessage, BaseMessage
 
-    from unsee.plugins.eval import ScriptedChatModel
+    from unsee.plugins.model import ScriptedChatModel
 
     from benchmarks.bench_forget import lookup_policy
 

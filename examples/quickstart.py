@@ -14,7 +14,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from unsee import RevocationEvent, Unsee
 from unsee.demo import SECRET, ToolRouting, support_policy
-from unsee.plugins.eval import ScriptedChatModel
+from unsee.plugins.model import ScriptedChatModel
 
 u = Unsee(home=tempfile.mkdtemp(prefix="unsee-quickstart-"))
 

@@ -152,3 +152,7 @@ class Interrupted(UnseeError, RuntimeError):
         self.session_id = session_id
         self.event_id = event_id
         self.cause = cause
+
+
+class InjectedCrash(UnseeError, RuntimeError):
+    """Raised by the crash-injection test hook (``unsee.middleware.faults``) at a named step."""

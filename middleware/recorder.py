@@ -111,6 +111,7 @@ class Recorder(DeferredRecording):
         counter_factory: Callable[[object | None], TokenCounter],
         content_in_spans: bool = False,
         env_snapshotter: EnvSnapshotter | None = None,
+        leases: Any = None,
     ):
         self.store = store
         self.tracer = tracer
@@ -131,7 +132,7 @@ class Recorder(DeferredRecording):
         self._running: dict[str, int] = {}
         self._running_cond = threading.Condition()
         #: cross-process session leases (``leases.LeaseTable``); None: this process only
-        self.leases: Any = None
+        self.leases: Any = leases
         #: sessions whose run lease this process's runs hold (one hold per session)
         self._leased: set[str] = set()
         #: recording work handed off by the hooks; the store's writer runs it before each write

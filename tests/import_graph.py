@@ -6,6 +6,7 @@ Used by tests/test_layering.py and tests/sandbox/test_sandbox_layering.py."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,10 +41,22 @@ def _resolve(name: str) -> str | None:
     return None
 
 
-def imports_of(name: str) -> set[str]:
+@functools.cache
+def tree_of(name: str) -> ast.Module:
+    """The parsed source of one of our modules."""
     path = MODULES[name]
-    tree = ast.parse(path.read_text(), str(path))
-    package = name if _is_package(name) else name.rpartition(".")[0]
+    return ast.parse(path.read_text(), str(path))
+
+
+def imports_of(name: str) -> set[str]:
+    return imports_in(name, tree_of(name), package=_is_package(name))
+
+
+def imports_in(name: str, tree: ast.AST, *, package: bool = False) -> set[str]:
+    """The modules of ours that ``tree`` (the source of module ``name``; ``package``: its
+    ``__init__``) imports, anywhere in it. ``from a.b import c`` counts as ``a.b.c`` when that is a
+    module of ours, else as ``a.b`` (or the nearest module above it)."""
+    package = name if package else name.rpartition(".")[0]
     found = set()
     for node in ast.walk(tree):
         targets = []

@@ -27,7 +27,7 @@ from cli_helpers import assert_one_line_error, run
 from unsee.demo import SECRET, run_demo
 from unsee.middleware.errors import HomeNotADirectory, InvalidArgument, StoreDamaged, UnseeError
 from unsee.middleware.store_files import STORE_VERSION
-from unsee.plugins.forget.faults import crash_at
+from unsee.plugins.forget import crash_at
 from unsee.plugins.forget.replay import is_scratch_thread
 from unsee.plugins.forget.errors import InjectedCrash, UnknownStrategy
 

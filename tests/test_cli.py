@@ -311,7 +311,7 @@ def test_an_agent_recording_into_another_home_is_refused(demo, tmp_path, capsys,
         "from langchain.agents import create_agent\n"
         "from langchain_core.messages import AIMessage\n"
         "from unsee import Unsee\n"
-        "from unsee.plugins.eval import ScriptedChatModel\n"
+        "from unsee.plugins.model import ScriptedChatModel\n"
         f"u = Unsee(home={str(tmp_path / 'other')!r})\n"
         "agent = create_agent(ScriptedChatModel(policy=lambda m, t: AIMessage('ok')), [],\n"
         "                     middleware=[u.middleware()])\n")

@@ -334,12 +334,22 @@ def _owner_of(agent):
     return None
 
 
+def _strategy_help() -> str:
+    """The strategy codes, from the table (``plugins/forget/strategy.py``; langchain-free), e.g.
+    "B0 B1 B2 B3 B4 B5 B5' B6 B7 (B8 B9 need IFC)"."""
+    from unsee.plugins.forget import Strategy
+
+    plain = [s.code for s in Strategy if not s.spec.needs_ifc]
+    ifc = [s.code for s in Strategy if s.spec.needs_ifc]
+    return " ".join(plain) + (f" ({' '.join(ifc)} need{'s' if len(ifc) == 1 else ''} IFC)" if ifc else "")
+
+
 @app.command("forget")
 def forget_cmd(
     session: str = typer.Argument(..., help="session id (the LangGraph thread_id)"),
     target: str = typer.Option(..., "--target", help="the text to forget"),
     source: Optional[str] = typer.Option(None, "--source", help="artifact id or source key it entered through"),
-    strategy: str = typer.Option("B7", "--strategy", help="B0 B1 B2 B3 B4 B5 B5' B6 B7 (B8 B9 need IFC)"),
+    strategy: str = typer.Option("B7", "--strategy", help=_strategy_help()),
     agent: Optional[str] = typer.Option(
         None, "--agent",
         help="module:attribute of the compiled agent, or of a zero-argument factory returning it; "
@@ -496,6 +506,7 @@ def receipt_verify_cmd(
     """Check a receipt's Ed25519 signature (pinned to this home's key) and, with --target,
     re-run the audit. Exit 1 if the signature is bad or a copy remains."""
     from unsee.plugins.erasure import verify
+    from unsee.wiring import erasure_context
 
     if not path.is_file():
         raise cx.BadParameter(f"no receipt file at {path}")
@@ -505,7 +516,7 @@ def receipt_verify_cmd(
         compiled, u = _agent_and_unsee(agent)
     else:
         compiled, u = None, (_open() if pinned else None)
-    receipt, ok, audit = verify(path, u._erasure_context() if u else None, target, compiled)
+    receipt, ok, audit = verify(path, erasure_context(u) if u else None, target, compiled)
     c = _console()
     key = f"this home's key ({home / 'receipt.pub'})" if pinned else "the key embedded in it (no receipt.pub in this home to pin it to)"
     c.print(f"signature: {'valid' if ok else 'INVALID'} against {key} (event {receipt.event_id}, "
@@ -568,7 +579,7 @@ def _mount_optional() -> None:
     except Exception:
         pass
     try:  # always mounted; running it needs the eval extra (agentdojo), imported then
-        from unsee.plugins.eval.cli import make_app, make_eval_app
+        from unsee.eval.cli import make_app, make_eval_app
 
         app.add_typer(make_app(_unsee), name="bench", help="Benchmarks of defenses (AgentDojo).")
         app.add_typer(make_eval_app(_unsee), name="eval", help="Measure forgetting: B0-B9 on episode suites.")

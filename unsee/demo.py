@@ -34,8 +34,7 @@ from rich.table import Table
 
 from unsee.core import DEFAULT_HOME, Unsee, resolve_home
 from unsee.middleware.context import logical_session
-from unsee.plugins.eval import ScriptedChatModel, call_id
-from unsee.plugins.model.routing import ToolRouter
+from unsee.plugins.model import ScriptedChatModel, ToolRouter, call_id
 from unsee.progress import StepProgress
 
 SECRET = "4417-2231"
@@ -242,7 +241,7 @@ def next_steps(home: Path, session: str, model: str, forgot: bool) -> list[str]:
 
 def run_demo(home: Path, session: str, jaeger_json: Path, console: Console | None = None,
              model: str = "scripted", forget: bool = True, view_html: Path | None = None) -> dict:
-    from unsee.plugins.forget.event import RevocationEvent
+    from unsee.plugins.forget import RevocationEvent
     from unsee.report_view import render_report
 
     console = console or Console()

@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
                     help="folder of the converted model (default: $UNSEE_MODEL_CACHE or ~/.unsee/models)")
     ap.add_argument("--model", default="cpu", help="cpu | exllamav2 | path")
     args = ap.parse_args(argv)
-    from unsee.plugins.model.chat_model import LocalChatModel
+    from unsee.plugins.model import LocalChatModel
 
     model = LocalChatModel.from_spec(args.model, cache_dir=Path(args.model_cache) if args.model_cache else None,
                                      max_tokens=64)

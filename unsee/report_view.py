@@ -10,7 +10,7 @@ from rich.console import Group
 from rich.panel import Panel
 from rich.table import Table
 
-from unsee.plugins.forget.report import ForgetPlan, ForgetReport, SideEffect
+from unsee.plugins.forget import ForgetPlan, ForgetReport, SideEffect
 
 
 def _effects(title: str, effects: list[SideEffect]) -> Table | None:

@@ -16,23 +16,46 @@
 - :mod:`.onnx_classifier` — :class:`OnnxClassifierDetector` (the same for an
   exported ONNX model, run with onnxruntime; :func:`onnx_model_file` finds a
   folder's graph).
+- :mod:`.revocation` — :class:`DetectionService`: findings become revocation
+  events (``u.detect``), and an endorser for the IFC plugin.
 - errors in :mod:`.errors`.
+
+Public names are imported lazily (on first use), so importing the face loads
+no detector; other plugins and the facade use only these names.
 """
 
 from __future__ import annotations
 
-from .base import Detector, Finding, ToolAware, ToolSpec, bind_tools, finding, merge_findings
-from .classifier import ClassifierDetector, EnsembleDetector
-from .errors import DetectError, DetectorFailed, InvalidDetector, InvalidFinding
-from .hooks import CallableDetector, as_detector, run_detectors
-from .llm_judge import LLMJudgeDetector
-from .onnx_classifier import OnnxClassifierDetector, onnx_model_file
-from .rules import DEFAULT_RULES, Rule, RuleDetector
-from .signals import SignalDetector
+from unsee.plugins import lazy_exports
 
-__all__ = [
-    "DEFAULT_RULES", "CallableDetector", "ClassifierDetector", "DetectError", "Detector", "DetectorFailed",
-    "EnsembleDetector", "Finding", "InvalidDetector", "InvalidFinding", "LLMJudgeDetector",
-    "OnnxClassifierDetector", "Rule", "RuleDetector", "SignalDetector", "ToolAware", "ToolSpec", "as_detector",
-    "bind_tools", "finding", "merge_findings", "onnx_model_file", "run_detectors",
-]
+_EXPORTS = {
+    "Detector": ".base",
+    "Finding": ".base",
+    "ToolAware": ".base",
+    "ToolSpec": ".base",
+    "bind_tools": ".base",
+    "finding": ".base",
+    "merge_findings": ".base",
+    "ClassifierDetector": ".classifier",
+    "EnsembleDetector": ".classifier",
+    "DetectError": ".errors",
+    "DetectorFailed": ".errors",
+    "InvalidDetector": ".errors",
+    "InvalidFinding": ".errors",
+    "CallableDetector": ".hooks",
+    "as_detector": ".hooks",
+    "run_detectors": ".hooks",
+    "LLMJudgeDetector": ".llm_judge",
+    "OnnxClassifierDetector": ".onnx_classifier",
+    "onnx_model_file": ".onnx_classifier",
+    "DEFAULT_RULES": ".rules",
+    "Rule": ".rules",
+    "RuleDetector": ".rules",
+    "SignalDetector": ".signals",
+    "DetectionService": ".revocation",
+    "DetectionService": ".revocation",
+}
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -96,7 +96,8 @@ class DetectionService:
     #: what B7 does with external calls only the counterfactual makes: "defer" | "ask" | "execute"
     side_effects: str = "defer"
     #: the forget to apply a verdict with: ``forget(session, event, strategy, wait=, side_effects=)``
-    #: (the facade passes ``Unsee.forget``, which also erases the record); default: the bare operator
+    #: (the facade passes its revocation pipeline's ``run``, which also erases the record); default:
+    #: a pipeline over ``ctx`` alone (no erasure)
     forget: Callable[..., Any] | None = None
     verdicts: list[Verdict] = field(default_factory=list)
     #: session -> (artifact id, content hash) that scan() has acted on
@@ -243,9 +244,9 @@ class DetectionService:
         return Verdict(session, aid, f, event, {"auto": "applied", "queue": "queued", "alert": "alerted"}[self.policy])
 
     def _apply(self, v: Verdict, wait: bool = True) -> None:
-        from unsee.plugins.forget import Forgetter
+        from unsee.plugins.forget import RevocationContext, RevocationPipeline
 
-        forget = self.forget or Forgetter(self.ctx).forget
+        forget = self.forget or RevocationPipeline(RevocationContext(forget=self.ctx)).run
         try:
             v.report = forget(v.session_id, v.event, self.strategy, wait=wait, side_effects=self.side_effects)
             v.status = "applied"

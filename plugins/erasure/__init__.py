@@ -4,8 +4,11 @@ prove it with a byte-level audit, and sign a receipt.
 One module a job: the forms a target takes on disk (``forms``), byte scanning
 (``scan``), SQLite's WAL and free pages (``sqlite_scrub``), the LangGraph
 history rewrite (``history``), per-thread encryption keys for crypto-shredding
-(``keys``), the route registry (``routes``; the built-in routes in
-``routes_langgraph``, ``routes_records``, ``routes_sandbox``), the journal
+(``keys``), routes (``routes``: the ``Route`` contract and the users'
+registry, ``register_route``; the built-in routes in ``routes_langgraph``,
+``routes_records``, ``routes_sandbox``, in the erasure order of the table
+``routes_builtin.BUILTIN_ROUTES``; ``testing.RouteConformance``, the suite every
+route's tests run, is imported by tests only), the journal
 that makes a rerun finish an interrupted erasure (``journal``), signed
 receipts (``receipt``) and the operator (``eraser``). What it needs from its
 surroundings is ``ports.ErasureContext`` (never the facade).
@@ -27,6 +30,11 @@ _EXPORTS = {
     "RouteAudit": ".routes",
     "Scope": ".routes",
     "register_route": ".routes",
+    "unregister_route": ".routes",
+    "registered_route": ".routes",
+    "RouteFactory": ".routes",
+    "BUILTIN_ROUTES": ".routes_builtin",
+    "route_factories": ".routes_builtin",
     "log_export": ".routes_records",
     "Receipt": ".receipt",
     "RouteReceipt": ".receipt",

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from unsee.middleware.errors import InvalidArgument, SessionNotFound, UnseeError
-from unsee.plugins.forget import fault_point
+from unsee.middleware.faults import fault_point
 
 from .errors import ErasureInterrupted, NotForgotten
 from .forms import target_forms

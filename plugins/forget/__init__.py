@@ -1,14 +1,18 @@
-"""Forget plugin: the revocation event and the forget operator (B0–B9).
+"""Forget plugin: the revocation event, its pipeline, and the forget operator (B0–B9).
 
-The path of a revocation event, one module a step:
-event (``event``) -> graph query and plan (``plan``) -> fork and restore,
-sanitized replay (``replay``, deciding call by call in ``decide`` through the
-``interceptor``) -> atomic commit (``commit``) -> report (``report``),
-driven by ``operator``. The strategies B0–B9 are one table (``strategy``);
-the editing baselines live in ``baselines``, the one way to remove a target
-in ``sanitize``, the LangGraph thread helpers in ``thread``, crash injection
-in ``faults``, and what the operator needs from its surroundings (never the
-facade itself) in ``ports``: a ``ForgetContext`` of small protocols.
+The path of a revocation event, one module a step, ordered by ``pipeline``
+(``RevocationPipeline``, what every entry point calls): event (``event``) ->
+locate tau and I(z) (``locate``) -> spread to other sessions (``spread``) ->
+plan (``plan``) -> fork and restore, sanitized replay (``replay``, deciding
+call by call in ``decide`` through the ``interceptor``) -> atomic commit
+(``commit``) -> report (``report``), driven by ``operator`` -> erasure through
+the erasure plugin's face (``erase_after``) -> the view's record (a port).
+The strategies B0–B9 are one table (``strategy``); the editing baselines live
+in ``baselines``, the one way to remove a target in ``sanitize``, the LangGraph
+thread helpers in ``thread``, and what the pipeline needs from its
+surroundings (never the facade itself) in ``ports``: small protocols bundled
+in a ``ForgetContext`` and a ``RevocationContext``. Crash injection
+(``crash_at``) is the middleware's (``unsee.middleware.faults``).
 
 Public names are imported lazily, so ``import unsee.plugins.forget`` stays
 cheap (no LangChain import until a name is used). Other plugins use only
@@ -32,6 +36,12 @@ _EXPORTS = {
     "StrategySpec": ".strategy",
     "Edit": ".strategy",
     "Forgetter": ".operator",
+    "RevocationPipeline": ".pipeline",
+    "RevocationContext": ".ports",
+    "ForgetRecords": ".ports",
+    "Located": ".locate",
+    "locate": ".locate",
+    "ReplayCounts": ".report",
     "ForgetContext": ".ports",
     "SessionView": ".ports",
     "RecordStore": ".ports",
@@ -48,10 +58,10 @@ _EXPORTS = {
     "InjectedCrash": ".errors",
     "CommitInterrupted": ".errors",
     "ReplayIncomplete": ".errors",
-    "crash_at": ".faults",
+    "crash_at": "unsee.middleware.faults",
     "Spread": ".spread",
     "find_spread": ".spread",
-    "fault_point": ".faults",
+    "fault_point": "unsee.middleware.faults",
 }
 
 __all__ = sorted(_EXPORTS)

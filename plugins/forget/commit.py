@@ -17,7 +17,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from unsee.middleware.memory import StoreOverlay
 
-from . import faults
+from unsee.middleware import faults
 from .errors import CommitInterrupted, InjectedCrash
 from .event import RevocationEvent
 from .plan import ReplayPlan

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from unsee.middleware.errors import Interrupted, UnseeError
+from unsee.middleware.errors import InjectedCrash, Interrupted, UnseeError
+
+__all__ = ["AgentUnknown", "CommitInterrupted", "InjectedCrash", "ReplayIncomplete", "UnknownStrategy"]
 
 
 class AgentUnknown(UnseeError, LookupError):
@@ -18,10 +20,6 @@ class AgentUnknown(UnseeError, LookupError):
 class UnknownStrategy(UnseeError, ValueError):
     def __init__(self, strategy: str, known: tuple[str, ...]):
         super().__init__(f"unknown strategy {strategy!r}: use one of {' '.join(known)}")
-
-
-class InjectedCrash(UnseeError, RuntimeError):
-    """Raised by the crash-injection test hook at a named step."""
 
 
 class ReplayIncomplete(UnseeError, RuntimeError):

@@ -35,7 +35,7 @@ from unsee.middleware.tools import effect_of, not_executed
 
 from .decide import Action, Decision, SideEffectPolicy, ToolCall, decide, same_args
 from .plan import RecordedCall, RecordedTurn, ReplayPlan
-from .report import SideEffect
+from .report import ReplayCounts, SideEffect
 from .sanitize import sanitize
 
 __all__ = ["ReplayInterceptor", "ReplayStats", "SideEffectPolicy"]
@@ -43,10 +43,8 @@ __all__ = ["ReplayInterceptor", "ReplayStats", "SideEffectPolicy"]
 
 @dataclass
 class ReplayStats:
-    model_turns_decoded: int = 0
-    model_turns_rematerialised: int = 0
-    tool_calls_from_record: int = 0
-    tool_calls_executed: int = 0
+    #: the counters the report carries (declared once, in ``report.ReplayCounts``)
+    counts: ReplayCounts = field(default_factory=ReplayCounts)
     deferred: list[SideEffect] = field(default_factory=list)
     deduplicated: list[SideEffect] = field(default_factory=list)
     diverged_at: str | None = None
@@ -104,7 +102,7 @@ class ReplayInterceptor:
 
     def _rematerialise(self, rec: RecordedTurn) -> ModelResponse:
         self._turns_used.add(rec.artifact_id)
-        self.stats.model_turns_rematerialised += 1
+        self.stats.counts.model_turns_rematerialised += 1
         self.stats.rematerialised_ids.append(rec.artifact_id)
         calls = [{"name": c.name, "args": c.args, "id": c.call_id, "type": "tool_call"} for c in rec.calls]
         ai = AIMessage(content=rec.text, id=rec.message_id, tool_calls=calls,
@@ -112,7 +110,7 @@ class ReplayInterceptor:
         return ModelResponse(result=[ai])
 
     def _after_decode(self, rec: RecordedTurn | None, response: Any) -> Any:
-        self.stats.model_turns_decoded += 1
+        self.stats.counts.model_turns_decoded += 1
         if rec is not None:
             self.stats.decoded_ids.append(rec.artifact_id)
         ai = _ai_message_of(response)
@@ -211,7 +209,7 @@ class ReplayInterceptor:
         return d, None
 
     def _executing(self, request) -> None:
-        self.stats.tool_calls_executed += 1
+        self.stats.counts.tool_calls_executed += 1
         tc = request.tool_call
         self.stats.executed_calls.append((str(tc.get("name") or ""), str(tc.get("id") or "")))
         if effect_of(request.tool) == "write":
@@ -220,7 +218,7 @@ class ReplayInterceptor:
     def tool_call(self, request, handler):
         d, msg = self._decide(request)
         if msg is not None:
-            self.stats.tool_calls_from_record += d.action is Action.RECORD
+            self.stats.counts.tool_calls_from_record += d.action is Action.RECORD
             return msg
         self._executing(request)
         return handler(request)
@@ -228,7 +226,7 @@ class ReplayInterceptor:
     async def atool_call(self, request, handler):
         d, msg = self._decide(request)
         if msg is not None:
-            self.stats.tool_calls_from_record += d.action is Action.RECORD
+            self.stats.counts.tool_calls_from_record += d.action is Action.RECORD
             return msg
         self._executing(request)
         return await handler(request)

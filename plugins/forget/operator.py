@@ -17,7 +17,7 @@ from typing import Any
 
 from unsee.middleware.errors import AmbiguousTarget, IncompleteSession, InvalidArgument
 
-from . import faults
+from unsee.middleware import faults
 from .baselines import apply_edit
 from .commit import commit, finish_commit
 from .decide import SIDE_EFFECT_POLICIES, SideEffectPolicy
@@ -199,11 +199,8 @@ class Forgetter:
             notes.append(f"the counterfactual diverged from the record at {st.diverged_at}")
         return ForgetReport(
             **base,
+            **st.counts.model_dump(),
             transitions_replayed=plan.transitions,
-            model_turns_decoded=st.model_turns_decoded,
-            model_turns_rematerialised=st.model_turns_rematerialised,
-            tool_calls_from_record=st.tool_calls_from_record,
-            tool_calls_executed=st.tool_calls_executed,
             tokens_prefilled=delta["prefilled"], tokens_decoded=delta["decoded"], tokens_reused=delta["reused"],
             wall_time_s=time.perf_counter() - t0,
             orphaned_side_effects=orphaned,

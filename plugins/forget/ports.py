@@ -118,3 +118,31 @@ class ForgetContext:
     cache: Callable[[], CroppableCache | None] = _absent
     #: the IFC interceptor (None: IFC not enabled)
     revoker: Callable[[], Revoker | None] = _absent
+
+
+class ForgetRecords(Protocol):
+    """Where a forget that replayed leaves its ids-only record (the view plugin's
+    ``ForgetRecordKeeper``: what ``unsee view --event`` shows). An observer: the pipeline
+    logs its failures and never lets them fail the forget."""
+
+    def keep(self, report: Any, graph: ProvenanceGraph, entry: Any, closure: Iterable[str],
+             raised_by: str) -> None: ...
+
+
+def _nothing() -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class RevocationContext:
+    """The ports of the revocation pipeline (``pipeline.RevocationPipeline``). Built by the facade.
+
+    ``forget``: the operator's ports; ``erasure``: the erasure plugin's ``ErasureContext``
+    (handed to that plugin's face as it is), read when an erasure runs (which sandboxes and
+    ledger a home has can change); ``flush``: makes every recorded span a record (before an
+    erasure reads them); ``records``: the view's record of each forget (None: none kept)."""
+
+    forget: ForgetContext
+    erasure: Callable[[], Any] = _nothing
+    flush: Callable[[], None] = _nothing
+    records: ForgetRecords | None = None

@@ -22,7 +22,7 @@ from unsee.middleware.errors import SessionNotFound
 from unsee.middleware.memory import RecordingStore, StoreOverlay, parse_source_key
 from unsee.middleware.records import ArtifactType
 
-from . import faults
+from unsee.middleware import faults
 from .errors import ReplayIncomplete
 from .event import RevocationEvent
 from .interceptor import ReplayInterceptor, SideEffectPolicy

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .strategy import STRATEGIES
 
-__all__ = ["STRATEGIES", "ForgetPlan", "ForgetReport", "SideEffect", "TransitionOutcome"]
+__all__ = ["STRATEGIES", "ForgetPlan", "ForgetReport", "ReplayCounts", "SideEffect", "TransitionOutcome"]
 
 
 class SideEffect(BaseModel):
@@ -65,7 +65,19 @@ class TransitionOutcome(BaseModel):
     executed: list[str] = Field(default_factory=list)
 
 
-class ForgetReport(BaseModel):
+class ReplayCounts(BaseModel):
+    """What a replay did, counted: declared once, counted by the replay interceptor
+    (``interceptor.ReplayStats.counts``) and carried as they are by the report."""
+
+    model_turns_decoded: int = 0
+    model_turns_rematerialised: int = 0
+    tool_calls_from_record: int = 0
+    tool_calls_executed: int = 0
+
+
+class ForgetReport(ReplayCounts):
+    """A forget's outcome (JSON). The replay counters are ``ReplayCounts``'s fields."""
+
     model_config = ConfigDict(frozen=True)
 
     session_id: str
@@ -77,10 +89,6 @@ class ForgetReport(BaseModel):
     checkpoint_id: str | None
     checkpoint_kind: str | None
     transitions_replayed: int = 0
-    model_turns_decoded: int = 0
-    model_turns_rematerialised: int = 0
-    tool_calls_from_record: int = 0
-    tool_calls_executed: int = 0
     tokens_prefilled: int = 0
     tokens_decoded: int = 0
     tokens_reused: int = 0

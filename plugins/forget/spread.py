@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from unsee.middleware.graph import ProvenanceGraph
 from unsee.middleware.records import ArtifactType
 
+from .ports import SessionReader
+
 
 @dataclass(frozen=True)
 class Spread:
@@ -75,3 +77,13 @@ def find_spread(origin: str, origin_graph: ProvenanceGraph, closure: Iterable[st
             out.append(Spread(s, key, src_session, entry.id))
             queue.append((s, gs, gs.taint(entry.id)))
     return out + [r for s, r in reached.items() if s not in entered]
+
+
+def spread_from(sessions: SessionReader, origin: str, target: str, closure: Iterable[str],
+                origin_graph: ProvenanceGraph) -> list[Spread]:
+    """``find_spread`` over every user session the ``SessionReader`` knows (replays' scratch
+    threads are not sessions)."""
+    from .replay import is_scratch_thread
+
+    names = [s.session_id for s in sessions.sessions() if not is_scratch_thread(s.session_id)]
+    return find_spread(origin, origin_graph, closure, target, names, sessions.graph)

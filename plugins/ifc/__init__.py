@@ -15,54 +15,61 @@
 
 The middleware adapter (turning a ``block`` into an error tool message, ``ask``
 into a LangGraph interrupt, decisions into span events) sits on top of these
-pure functions.
+pure functions: :class:`IFCInterceptor` and :class:`SessionGraphs` in
+:mod:`.adapter`.
+
+Public names are imported lazily (on first use); other plugins and the facade
+use only these names.
 """
 
 from __future__ import annotations
 
-from .decision import Decision, Evidence
-from .errors import (
-    DuplicateExtractor,
-    IFCError,
-    InvalidExtractor,
-    InvalidMode,
-    InvalidSinkSpec,
-    PolicyViolation,
-    UnknownExtractor,
-)
-from .extract import (
-    ExtractorRegistry,
-    Identifier,
-    builtin_registry,
-    default_registry,
-    extract,
-    make_identifier,
-    match_key,
-    normalize,
-    register_extractor,
-    unregister_extractor,
-)
-from .index import SessionDecisions
-from .labels import ENDORSED, REVOKED, TRUSTED, UNTRUSTED, LabelTable, label_graph, own_labels, source_matches
-from .policy import (
-    MODES,
-    SinkSpec,
-    declared_sinks,
-    decide,
-    endorsed_identifiers,
-    evaluate,
-    identifier_sinks,
-    identifiers_by_label,
-    parse_sinks,
-)
+from unsee.plugins import lazy_exports
 
-__all__ = [
-    "ENDORSED", "MODES", "REVOKED", "TRUSTED", "UNTRUSTED",
-    "Decision", "DuplicateExtractor", "Evidence", "ExtractorRegistry", "IFCError", "Identifier",
-    "InvalidExtractor", "InvalidMode", "InvalidSinkSpec", "LabelTable", "PolicyViolation", "SessionDecisions",
-    "SinkSpec", "UnknownExtractor",
-    "builtin_registry", "decide", "declared_sinks", "default_registry", "endorsed_identifiers", "evaluate", "extract",
-    "identifier_sinks", "identifiers_by_label", "label_graph", "make_identifier", "match_key",
-    "normalize", "own_labels", "parse_sinks", "register_extractor", "source_matches",
-    "unregister_extractor",
-]
+_EXPORTS = {
+    "IFCInterceptor": ".adapter",
+    "SessionGraphs": ".adapter",
+    "Decision": ".decision",
+    "Evidence": ".decision",
+    "DuplicateExtractor": ".errors",
+    "IFCError": ".errors",
+    "InvalidExtractor": ".errors",
+    "InvalidMode": ".errors",
+    "InvalidSinkSpec": ".errors",
+    "PolicyViolation": ".errors",
+    "UnknownExtractor": ".errors",
+    "ExtractorRegistry": ".extract",
+    "Identifier": ".extract",
+    "builtin_registry": ".extract",
+    "default_registry": ".extract",
+    "extract": ".extract",
+    "make_identifier": ".extract",
+    "match_key": ".extract",
+    "normalize": ".extract",
+    "register_extractor": ".extract",
+    "unregister_extractor": ".extract",
+    "SessionDecisions": ".index",
+    "ENDORSED": ".labels",
+    "REVOKED": ".labels",
+    "TRUSTED": ".labels",
+    "UNTRUSTED": ".labels",
+    "LabelTable": ".labels",
+    "label_graph": ".labels",
+    "own_labels": ".labels",
+    "source_matches": ".labels",
+    "MODES": ".policy",
+    "SinkSpec": ".policy",
+    "declared_sinks": ".policy",
+    "decide": ".policy",
+    "endorsed_identifiers": ".policy",
+    "evaluate": ".policy",
+    "identifier_sinks": ".policy",
+    "identifiers_by_label": ".policy",
+    "parse_sinks": ".policy",
+    "IFCInterceptor": ".adapter",
+    "SessionGraphs": ".adapter",
+}
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)

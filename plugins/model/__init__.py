@@ -8,6 +8,8 @@ never touches torch or CUDA):
 - :class:`LocalChatModel` (``.chat_model``) — LangChain chat model with per-session caches
 - :class:`ToolRouter` (``.routing``) — middleware deciding a small model's ``tool_choice``
 - :func:`seed_for` (``.sampling``), :func:`ensure_converted` (``.convert``)
+- :class:`ScriptedChatModel`, :data:`Policy`, :func:`call_id` (``.scripted``) — a deterministic
+  chat model driven by a policy function (tests, demos, the evaluation harness)
 - errors in ``.errors``
 """
 
@@ -30,6 +32,9 @@ _EXPORTS = {
     "ensure_converted": ".convert",
     "default_cache_dir": ".convert",
     "model_dir": ".convert",
+    "ScriptedChatModel": ".scripted",
+    "Policy": ".scripted",
+    "call_id": ".scripted",
 }
 
 __all__ = sorted(_EXPORTS)

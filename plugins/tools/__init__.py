@@ -12,17 +12,28 @@ effect) and the sandbox (environments, the call ledger):
 
 :func:`effect_of` and :data:`EFFECT_KEY` are the recording core's
 (:mod:`unsee.middleware.tools`), re-exported here for convenience.
+
+Public names are imported lazily (on first use), so importing the face loads
+neither LangChain nor the sandbox; other plugins and the facade use only these
+names.
 """
 
 from __future__ import annotations
 
-from unsee.middleware.tools import EFFECT_KEY, effect_of
-from unsee.sandbox import EFFECTS, Effect
+from unsee.plugins import lazy_exports
 
-from .effects import current_session_id, declare_effect, sandbox_command_tool, unsee_tool
-from .environments import SessionEnvironments
+_EXPORTS = {
+    "EFFECT_KEY": "unsee.middleware.tools",
+    "effect_of": "unsee.middleware.tools",
+    "EFFECTS": "unsee.sandbox",
+    "Effect": "unsee.sandbox",
+    "current_session_id": ".effects",
+    "declare_effect": ".effects",
+    "sandbox_command_tool": ".effects",
+    "unsee_tool": ".effects",
+    "SessionEnvironments": ".environments",
+}
 
-__all__ = [
-    "EFFECTS", "EFFECT_KEY", "Effect", "SessionEnvironments", "current_session_id", "declare_effect",
-    "effect_of", "sandbox_command_tool", "unsee_tool",
-]
+__all__ = sorted(_EXPORTS)
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -50,6 +50,25 @@ class SessionEnvironments:
         self._places: dict[str, list[str]] = {}  # env id -> [backend, local root or ""]
         self._load()
 
+    # -- the environments of an unsee home ------------------------------------
+    @classmethod
+    def under_home(cls, home: str | os.PathLike, sandbox: str | Callable[[], Environment],
+                   setup: Callable[[str, Environment], None] | None = None) -> "SessionEnvironments":
+        """One environment per session for the home's sessions: ``sandbox`` is a backend name
+        (``"auto"``: Docker when a daemon and the image are there, else local) or a factory.
+        A named backend keeps its roots/images and snapshots under ``<home>/sandboxes`` so they
+        outlive this process; the registry there says whose they are."""
+        folder = Path(home) / "sandboxes"
+        factory = sandbox if callable(sandbox) else _kept_environments(folder, sandbox)
+        return cls(factory, setup, registry=folder / "registry.json")
+
+    @classmethod
+    def stored(cls, home: str | os.PathLike) -> "SessionEnvironments | None":
+        """The sandboxes the home's sessions stored, read through its registry, for a process
+        that runs no sandbox (e.g. ``unsee erase`` without ``--agent``); None if there are none."""
+        registry = Path(home) / "sandboxes" / "registry.json"
+        return cls(_no_sandbox, registry=registry) if registry.exists() else None
+
     # -- persistence -------------------------------------------------------
     def _load(self) -> None:
         if self.registry is None or not self.registry.exists():
@@ -238,3 +257,23 @@ class SessionEnvironments:
             self._envs.clear()
             self._replays.clear()
             self._retired.clear()
+
+
+def _no_sandbox() -> Environment:
+    from unsee.middleware.errors import InvalidArgument
+
+    raise InvalidArgument("this Unsee has no sandbox: give Unsee(sandbox=...) to run sandboxed tools")
+
+
+def _kept_environments(folder: Path, backend: str) -> Callable[[], Environment]:
+    """A factory of ``backend`` environments whose roots and snapshots are kept under ``folder``."""
+    import uuid
+
+    from unsee.sandbox import backend_options, open_environment
+
+    def make() -> Environment:
+        wanted = {"root": folder / uuid.uuid4().hex[:12], "keep": True, "keep_snapshots": True}
+        accepted = backend_options(backend)  # what the backend declares (auto: either of its two)
+        return open_environment(backend, **{k: v for k, v in wanted.items() if accepted is None or k in accepted})
+
+    return make

@@ -18,11 +18,13 @@ from unsee.plugins import lazy_exports
 
 _EXPORTS = {
     "ForgetRecord": ".records",
+    "ForgetRecordKeeper": ".records",
     "forget_record": ".records",
     "save_forget_record": ".records",
     "load_forget_record": ".records",
     "forget_records": ".records",
     "build_payload": ".payload",
+    "session_payload": ".session",
     "artifact_sketch": ".payload",
     "detector_findings": ".payload",
     "ifc_decisions": ".payload",

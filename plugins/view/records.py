@@ -133,6 +133,18 @@ def save_forget_record(home: str | os.PathLike, record: ForgetRecord) -> Path:
     return path
 
 
+class ForgetRecordKeeper:
+    """The revocation pipeline's ``ForgetRecords`` port over a home: each forget that replayed
+    leaves its record in ``<home>/forgets/`` (what ``unsee view --event`` shows)."""
+
+    def __init__(self, home: str | os.PathLike):
+        self.home = Path(home)
+
+    def keep(self, report: Any, graph: Any, entry: Any, closure: Iterable[str], raised_by: str) -> Path:
+        return save_forget_record(self.home, forget_record(report, graph, entry=entry, closure=closure,
+                                                           raised_by=raised_by))
+
+
 def load_forget_record(home: str | os.PathLike, event_id: str) -> ForgetRecord:
     """The record of ``event_id``; :class:`UnknownEvent` when this home has none."""
     path = _path(home, event_id)

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from unsee import Unsee
 from unsee.plugins.detect import ClassifierDetector, InvalidDetector, OnnxClassifierDetector
-from unsee.plugins.eval import make_eval_app
-from unsee.plugins.eval.detector_eval import load_detector
+from unsee.eval import make_eval_app
+from unsee.eval.detector_eval import load_detector
 
 LONG = " ".join(f"w{(7 * i) % 50}" for i in range(90)) + " , unknown words. w3 w4!"
 

@@ -18,7 +18,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.store.sqlite import SqliteStore
 
 from unsee import Unsee
-from unsee.plugins.eval import ScriptedChatModel, call_id
+from unsee.plugins.model import ScriptedChatModel, call_id
 
 SECRET = "4417-2231"
 TURNS = ["Hello, I'm Dana.", "Please look up T1.", "File it in my case.", "refund 5521 please",

@@ -25,7 +25,7 @@ from typing_extensions import TypedDict
 from unsee.plugins.erasure.history import (HistoryNotRewritable, ThreadReader, before_turn, check_rewritable,
                                            config_of, copy_thread, drop_threads, history_holding, stage_rewrite,
                                            swap_in, threads_with_prefix, value_text)
-from unsee.plugins.eval import ScriptedChatModel, call_id
+from unsee.plugins.model import ScriptedChatModel, call_id
 
 SECRET = "4417-2231"
 T, SCRATCH, STAGE = "t", "t~cf-x", "t~er-x"

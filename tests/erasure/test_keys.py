@@ -18,7 +18,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from unsee.plugins.erasure.keys import (EncryptingSaver, KeyDestroyed, KeyStore, ThreadCipher,
                                         current_thread, encrypted_serde, encrypting)
-from unsee.plugins.eval import ScriptedChatModel
+from unsee.plugins.model import ScriptedChatModel
 
 SECRET = "4417-2231"
 TEXT_A = f"my card number is {SECRET}, keep it safe"

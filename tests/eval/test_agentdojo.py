@@ -6,7 +6,7 @@ import pytest
 pytest.importorskip("agentdojo")
 
 from unsee import Unsee
-from unsee.plugins.eval import make_app, run_bench
+from unsee.eval import make_app, run_bench
 
 PAIRS = {
     "banking": (["user_task_0", "user_task_3", "user_task_4"],
@@ -124,7 +124,7 @@ def test_the_scripted_agent_follows_every_attack_format(attack):
 
 
 def test_a_denial_of_service_attack_stops_the_agent():
-    from unsee.plugins.eval.bench import attack_names
+    from unsee.eval.bench import attack_names
 
     assert "dos" in attack_names() and "manual" not in attack_names()  # (manual asks a person)
     r = run_bench("banking", "none", ["user_task_0", "user_task_3"], None, progress=False, unsee=Unsee,
@@ -158,7 +158,7 @@ def test_cli_rejects_unknown_tasks_and_settings():
 
 def test_a_pair_whose_user_typed_the_attacker_identifier_is_not_an_identifier_sink_attack():
     from agentdojo.task_suite.load_suites import get_suites
-    from unsee.plugins.eval.bench import user_supplies_attacker_identifier
+    from unsee.eval.bench import user_supplies_attacker_identifier
 
     travel, banking = get_suites("v1.2.2")["travel"], get_suites("v1.2.2")["banking"]
     # the injection mails passport data to the address the user asked to write to: a free-text leak

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from unsee import Unsee
 from unsee.plugins.detect import RuleDetector, SignalDetector
-from unsee.plugins.eval import make_eval_app
-from unsee.plugins.eval.detector_eval import (agentdojo_samples, evaluate, first_per_group, hard_case_samples,
+from unsee.eval import make_eval_app
+from unsee.eval.detector_eval import (agentdojo_samples, evaluate, first_per_group, hard_case_samples,
                                               injected_spans, load_cases, load_detector)
 
 _cache: dict = {}

@@ -15,7 +15,7 @@ from langchain_core.tools import tool
 from endpoint_server import serve
 
 from unsee.middleware.errors import InvalidArgument
-from unsee.plugins.eval.endpoint import PLACEHOLDER_KEY, EndpointUnreachable, api_key, openai_chat_model
+from unsee.eval.endpoint import PLACEHOLDER_KEY, EndpointUnreachable, api_key, openai_chat_model
 
 NAME = "smollm2-135m-instruct"
 

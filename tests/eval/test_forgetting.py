@@ -1,5 +1,5 @@
 """``unsee eval forgetting`` with the scripted stand-in: each strategy's leaks are the
-consequences of the stand-in's documented rules (plugins/eval/stand_in.py); a test fails
+consequences of the stand-in's documented rules (unsee/eval/stand_in.py); a test fails
 when a strategy's implementation breaks them."""
 
 import json
@@ -10,9 +10,9 @@ from typer.testing import CliRunner
 from unsee import Unsee
 from unsee.middleware.errors import InvalidArgument
 from unsee.plugins.erasure import holds_target
-from unsee.plugins.eval.forgetting import run_forgetting
-from unsee.plugins.eval.metrics import PROBES
-from unsee.plugins.eval.suites import generate, load, save
+from unsee.eval.forgetting import run_forgetting
+from unsee.eval.metrics import PROBES
+from unsee.eval.suites import generate, load, save
 from unsee.plugins.forget import UnknownStrategy
 
 ALL = ["B0", "B1", "B2", "B3", "B4", "B5", "B5'", "B6", "B7", "B8", "B9"]

@@ -4,7 +4,7 @@ import pytest
 from pydantic import ValidationError
 
 from unsee.middleware.errors import InvalidArgument
-from unsee.plugins.eval.metrics import (
+from unsee.eval.metrics import (
     CHANNELS,
     PROBES,
     EpisodeMeasure,

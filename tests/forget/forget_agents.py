@@ -13,8 +13,8 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
-from unsee.plugins.eval import ScriptedChatModel, call_id
-from unsee.plugins.eval.window import RecentTurns
+from unsee.plugins.model import ScriptedChatModel, call_id
+from unsee.eval.window import RecentTurns
 
 SECRET = "4417-2231"
 FIRED: list[dict] = []  # real firings of the external tool, across the test session

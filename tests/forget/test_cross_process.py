@@ -28,7 +28,7 @@ AGENT = textwrap.dedent('''
     from langgraph.checkpoint.sqlite import SqliteSaver
     from unsee import Unsee
     from unsee.core import resolve_home
-    from unsee.plugins.eval import ScriptedChatModel, call_id
+    from unsee.plugins.model import ScriptedChatModel, call_id
 
     SECRET = "4417-2231"
 

@@ -26,7 +26,8 @@ import pytest
 
 from unsee import RevocationEvent
 from unsee.middleware.errors import UnseeError
-from unsee.plugins.forget import CommitInterrupted, ReplayIncomplete, faults
+from unsee.middleware import faults
+from unsee.plugins.forget import CommitInterrupted, ReplayIncomplete
 from unsee.sandbox.errors import DaemonLost, SandboxError
 
 pytestmark = pytest.mark.docker

@@ -14,7 +14,8 @@ from langchain_core.messages import HumanMessage
 
 from unsee import RevocationEvent, Unsee
 from unsee.middleware.errors import StoreUnavailable
-from unsee.plugins.forget import CommitInterrupted, faults
+from unsee.middleware import faults
+from unsee.plugins.forget import CommitInterrupted
 
 from forget_agents import FIRED
 pytestmark = pytest.mark.postgres

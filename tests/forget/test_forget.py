@@ -8,7 +8,7 @@ from langgraph.store.memory import InMemoryStore
 from forget_agents import FIRED, SECRET, build, say, state_of
 from unsee import (AmbiguousTarget, IncompleteSession, RevocationEvent, SessionNotFound,
                    TargetNotFound, Unsee)
-from unsee.plugins.forget.faults import crash_at
+from unsee.plugins.forget import crash_at
 from unsee.plugins.forget.errors import InjectedCrash, UnknownStrategy
 
 SCENARIOS = {
@@ -278,7 +278,7 @@ def _sandbox_agent(u, checkpointer=None):
     from langchain_core.messages import AIMessage, ToolMessage
 
     from forget_agents import policy as base_policy
-    from unsee.plugins.eval import ScriptedChatModel, call_id
+    from unsee.plugins.model import ScriptedChatModel, call_id
 
     def policy(messages, tools):
         last = messages[-1]

@@ -28,7 +28,7 @@ WORKER = textwrap.dedent('''
     from unsee import Unsee
     from unsee.core import resolve_home
     from unsee.middleware.errors import SessionChanged
-    from unsee.plugins.eval import ScriptedChatModel, call_id
+    from unsee.plugins.model import ScriptedChatModel, call_id
 
     def secret(session):  # one target per session
         w, s = re.match(r"w(\\d+)-s(\\d+)", session).groups()

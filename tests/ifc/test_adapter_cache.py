@@ -4,7 +4,7 @@ as a decision on a graph built from the store would."""
 
 from __future__ import annotations
 
-from test_adapter import ATTACKER, INJECTION, say, setup
+from ifc_agents import ATTACKER, INJECTION, say, setup
 
 from unsee import RevocationEvent
 from unsee.middleware.graph import ProvenanceGraph

@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from unsee import Unsee
 from unsee.middleware.graph import ProvenanceGraph
 from unsee.middleware.records import Artifact, ArtifactType
-from unsee.plugins.eval import ScriptedChatModel, call_id
+from unsee.plugins.model import ScriptedChatModel, call_id
 from unsee.plugins.ifc import ENDORSED, REVOKED, TRUSTED, UNTRUSTED, evaluate, label_graph
 
 T = ArtifactType

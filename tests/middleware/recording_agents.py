@@ -9,7 +9,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
-from unsee.plugins.eval import ScriptedChatModel, call_id
+from unsee.plugins.model import ScriptedChatModel, call_id
 
 SECRET = "4417-2231"
 

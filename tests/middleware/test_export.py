@@ -24,7 +24,7 @@ from unsee import Unsee
 from unsee.middleware import export as export_mod
 from unsee.middleware.errors import ExportError, InvalidArgument, SessionNotFound
 from unsee.middleware.records import ArtifactType
-from unsee.plugins.eval import ScriptedChatModel, call_id
+from unsee.plugins.model import ScriptedChatModel, call_id
 
 SECRET = "4417-2231"
 SYSTEM_PROMPT = "You are the export-test support bot."

@@ -7,7 +7,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from recording_agents import lookup, refund, say
 from unsee import ArtifactType
-from unsee.plugins.eval import ScriptedChatModel
+from unsee.plugins.model import ScriptedChatModel
 
 CUT_OFF = '<tool_call>\n{"name": "lookup", "arguments": {"ticket": "T1 4417-22'
 

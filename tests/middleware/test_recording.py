@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from recording_agents import SECRET, make_agent, policy, say
 from unsee import ArtifactType, CheckpointKind, TargetNotFound, Unsee
 from unsee.middleware import semconv as sc
-from unsee.plugins.eval import ScriptedChatModel
+from unsee.plugins.model import ScriptedChatModel
 
 
 def types_of(g):
@@ -134,7 +134,7 @@ def test_memory_injection_and_writes(u):
     from langchain.tools import ToolRuntime
     from langchain_core.tools import tool
 
-    from unsee.plugins.eval import ScriptedChatModel, call_id
+    from unsee.plugins.model import ScriptedChatModel, call_id
     from langchain_core.messages import AIMessage, ToolMessage
 
     @tool
@@ -185,7 +185,7 @@ def test_memory_middleware_outer_order(u):
     from langchain.agents import create_agent
 
     from recording_agents import lookup, policy
-    from unsee.plugins.eval import ScriptedChatModel
+    from unsee.plugins.model import ScriptedChatModel
 
     agent = create_agent(ScriptedChatModel(policy=policy), [lookup], system_prompt="sys",
                          middleware=[u.memory_middleware(store, ("mem", "x")), u.middleware()],
@@ -346,7 +346,7 @@ def test_a_failed_run_ends_its_turn(u):
     from langchain_core.messages import AIMessage, ToolMessage
     from langchain_core.tools import tool
 
-    from unsee.plugins.eval import call_id
+    from unsee.plugins.model import call_id
 
     @tool
     def boom(x: str) -> str:

@@ -1,10 +1,15 @@
 """A scripted chat model: a policy function instead of a neural network.
 
-For tests, evaluations (the AgentDojo adapter's injection-following agent)
-and demos on machines without the local model. Its output is a
-pure function of the conversation (deterministic), it supports ``bind_tools``
-and parallel tool calls, and it says what it is in ``_llm_type`` so recorded
-spans name it (gen_ai.provider.name = "scripted").
+The model plugin's other LangChain chat model, beside :class:`LocalChatModel`:
+where that one decodes with the local runtime, this one asks a policy
+``policy(messages, tool_names) -> AIMessage``. For tests, the evaluation
+harness (``unsee.eval``: the forgetting stand-in, the AgentDojo adapter's
+injection-following agent) and the demo on machines without the local model.
+Its output is a pure function of the conversation (deterministic), it
+supports ``bind_tools`` and parallel tool calls, and it says what it is in
+``_llm_type`` so recorded spans name it (gen_ai.provider.name = "scripted").
+Exported by the face: ``from unsee.plugins.model import ScriptedChatModel,
+Policy, call_id`` (it needs langchain-core, imported on first use).
 """
 
 from __future__ import annotations

@@ -1,13 +1,15 @@
-"""Crash injection for tests: ``crash_at("commit:state")`` makes the operator
-raise ``InjectedCrash`` when it reaches that step. Steps are named in
-``STEPS``; production code calls ``point(name)`` at each."""
+"""Crash injection for tests: ``crash_at("commit:state")`` makes the forget
+(or erasure) raise ``InjectedCrash`` when it reaches that step. Steps are named
+in ``STEPS``; production code calls ``point(name)`` at each. It lives in the
+middleware so the forget and the erasure plugins share it without depending on
+each other."""
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
 
-from .errors import InjectedCrash
+from unsee.middleware.errors import InjectedCrash
 
 STEPS = (
     "plan", "fork", "replay:turn", "replay:done", "commit:begin", "commit:state", "commit:store",
@@ -22,7 +24,7 @@ def point(name: str) -> None:
         raise InjectedCrash(f"injected crash at {name}")
 
 
-fault_point = point  # the name other plugins import from the forget package face
+fault_point = point  # the name the forget package face re-exports
 
 
 @contextlib.contextmanager

@@ -2,7 +2,7 @@
 
 from langchain_core.messages import ToolMessage
 
-from test_adapter import say, setup
+from ifc.ifc_agents import say, setup  # the IFC tests' injection scenario (tests/ifc)
 
 
 def test_late_verdict_forgets_the_injection_and_the_agent_continues(tmp_path):
@@ -75,9 +75,9 @@ def test_sync_screening_uses_the_agents_own_tools(tmp_path):
     from langchain.agents import create_agent
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from test_adapter import follow
+    from ifc.ifc_agents import follow
     from unsee import Unsee
-    from unsee.plugins.eval import ScriptedChatModel
+    from unsee.plugins.model import ScriptedChatModel
 
     u = Unsee(home=tmp_path / "h")
     sent = []

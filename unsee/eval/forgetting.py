@@ -24,7 +24,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain.tools import ToolRuntime  # (module level: the note tool's annotation is resolved by name)
 from pydantic import BaseModel, Field
@@ -34,6 +34,9 @@ from unsee.middleware.errors import InvalidArgument
 from . import metrics
 from .episode import Episode
 from .meters import TokenMeter, UsageMeter
+
+if TYPE_CHECKING:
+    from unsee.core import Unsee
 
 #: the models a run can use: the documented stand-in (``agentdojo``: the adapter's injection-following
 #: policy), the local model (``Unsee(model=...)``: the CPU model by default; slow: keep its suites
@@ -55,7 +58,7 @@ def _message_text(m: Any) -> str:
 def counting_model(meter: TokenMeter, policy: Callable, *, distinct_ids: bool = False) -> Any:
     """A scripted chat model on ``policy`` whose calls are metered (``distinct_ids``: see
     ``ScriptedChatModel``; for agents behind a context window)."""
-    from .scripted import ScriptedChatModel
+    from unsee.plugins.model import ScriptedChatModel
 
     def metered(messages, tools):
         out = policy(messages, tools)
@@ -76,7 +79,7 @@ def intended_tool(text: str) -> str | None:
     return None
 
 
-def build_agent(u: Any, episode: Episode, model: Any, fired: list[str], *, route: bool = False,
+def build_agent(u: Unsee, episode: Episode, model: Any, fired: list[str], *, route: bool = False,
                 store: Any = None):
     """The episode's agent on ``u``: lookup (read), note (memory write), transfer and book
     (external, through the ledger), memory injection and summarisation. ``route``: steer a
@@ -134,7 +137,7 @@ def build_agent(u: Any, episode: Episode, model: Any, fired: list[str], *, route
                         checkpointer=InMemorySaver(), store=store)
 
 
-def read_state(u: Any, agent: Any, session: str, routing: Sequence[str] = ROUTING_TOOLS) -> metrics.EpisodeState:
+def read_state(u: Unsee, agent: Any, session: str, routing: Sequence[str] = ROUTING_TOOLS) -> metrics.EpisodeState:
     """The state a strategy left, per channel, with its artifacts and canonical final form.
     ``routing``: the tools whose arguments are the routing channel."""
     from langchain_core.messages import AIMessage
@@ -220,7 +223,7 @@ class ModelChoice(BaseModel):
 class _Setup:
     """An episode's agent on one ``Unsee``, with what measuring it needs."""
 
-    def __init__(self, u: Any, episode: Episode, choice: ModelChoice, meter: TokenMeter):
+    def __init__(self, u: Unsee, episode: Episode, choice: ModelChoice, meter: TokenMeter):
         from .stand_in import policy
 
         self.u, self.episode, self.choice, self.meter = u, episode, choice, meter
@@ -302,7 +305,7 @@ class ForgettingResult(BaseModel):
     significance: dict[str, dict[str, float]] = Field(default_factory=dict)
 
 
-def _oracle_redaction(u: Any, session: str, episode: Episode, strategy: str, agent: Any, *,
+def _oracle_redaction(u: Unsee, session: str, episode: Episode, strategy: str, agent: Any, *,
                       entry_only: bool) -> None:
     """The paper's oracle variant: the redaction baseline is also handed the excluded option's
     name, as one more string to forget that entered the way the target did, and redacts it its
@@ -320,7 +323,7 @@ def _oracle_redaction(u: Any, session: str, episode: Episode, strategy: str, age
 
 
 def _apply(episode: Episode, strategy: str, home: Path, choice: ModelChoice,
-           unsee: Callable[..., Any], probes: bool = True) -> tuple[EpisodeRun, metrics.EpisodeState]:
+           unsee: Callable[..., Unsee], probes: bool = True) -> tuple[EpisodeRun, metrics.EpisodeState]:
     from langchain_core.messages import HumanMessage
 
     from unsee.middleware.tokens import tiktoken_counter
@@ -386,14 +389,14 @@ def _apply(episode: Episode, strategy: str, home: Path, choice: ModelChoice,
         u.close()
 
 
-def run_forgetting(episodes: list[Episode], strategies: Sequence[str], *, unsee: Callable[..., Any],
+def run_forgetting(episodes: list[Episode], strategies: Sequence[str], *, unsee: Callable[..., Unsee],
                    model: str = "scripted", work: Path | None = None,
                    progress: Callable[[str], None] | None = None, base_url: str | None = None,
                    model_name: str | None = None, samples: int = 5, oracle: bool = False) -> ForgettingResult:
     """Apply every strategy to its own recording of every episode and measure it.
 
-    ``unsee``: makes the recording ``Unsee`` of a run from ``home=`` (the facade passes its class:
-    this plugin never imports the facade). ``model``: one of :data:`MODELS`; ``openai`` needs
+    ``unsee``: makes the recording ``Unsee`` of a run from ``home=`` (the CLI passes a factory; a
+    caller may pass the ``Unsee`` class). ``model``: one of :data:`MODELS`; ``openai`` needs
     ``base_url`` (and takes ``model_name``, default: the endpoint's first model), checked before
     any episode runs (``EndpointUnreachable``). ``samples``: the sampled probe answer sets
     behind Leak@k (k = ``samples``; the paper's Leak@5). ``oracle``: the paper's oracle variant of

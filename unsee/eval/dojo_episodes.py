@@ -29,12 +29,15 @@ import random
 import re
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .agentdojo_adapter import (DEFAULT_MODEL_ID, ToolBudget, effect_for, injection_policy, make_tools, plan_for,
                                 suite_sinks)
 from .bench import attacker_identifiers, user_supplies_attacker_identifier
 from .episode import Episode
+
+if TYPE_CHECKING:
+    from unsee.core import Unsee
 
 SUITES = ("banking", "slack", "travel", "workspace")
 BENCHMARK_VERSION = "v1.2.2"
@@ -139,7 +142,7 @@ def routing_tools(world: World) -> set[str]:
     return {f.name for f in world.suite.tools if effect_for(f.name) == "external"}
 
 
-def build_agent(u: Any, world: World, model: Any, fired: list[str], *, route: bool = False) -> Any:
+def build_agent(u: Unsee, world: World, model: Any, fired: list[str], *, route: bool = False) -> Any:
     """The episode's recorded agent on ``world.env``. ``route``: steer a small model's tool
     use (``ToolBudget``)."""
     from langchain.agents import create_agent

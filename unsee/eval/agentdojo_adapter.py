@@ -34,9 +34,10 @@ made). External calls the injection caused stay done: they are the report's
 orphaned side effects, and AgentDojo's environment-based security checks see
 them.
 
-The adapter does not import the facade: the element makes its ``Unsee``
-through the ``unsee`` factory it is given (:class:`UnseeFactory`, e.g. the
-``Unsee`` class itself); what it uses of it is :class:`UnseeLike`.
+The element makes its ``Unsee`` through the ``unsee`` factory it is given
+(:class:`UnseeFactory`, e.g. the ``Unsee`` class itself); the harness sits
+above the facade, which it imports for its annotations only (importing this
+module does not import the facade).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentdojo.agent_pipeline.base_pipeline_element import BasePipelineElement
 from agentdojo.agent_pipeline.tool_execution import tool_result_to_str
@@ -64,8 +65,10 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.tools import StructuredTool, ToolException
 
 from unsee.middleware.tools import was_executed
+from unsee.plugins.model import ScriptedChatModel, call_id
 
-from .scripted import ScriptedChatModel, call_id
+if TYPE_CHECKING:
+    from unsee.core import Unsee
 
 #: a model id AgentDojo knows (``load_attack`` derives the model's name from the pipeline name)
 DEFAULT_MODEL_ID = "gpt-4o-2024-05-13"
@@ -211,7 +214,7 @@ def plan_for(suite: Any, user_task: Any, env: Env, *, answer_hint: bool = True, 
 
 
 def injection_policy(plan: Plan) -> Callable[[Sequence[BaseMessage], Sequence[str]], AIMessage]:
-    """``policy(messages, tool_names)`` for :class:`~unsee.plugins.eval.scripted.ScriptedChatModel`.
+    """``policy(messages, tool_names)`` for :class:`~unsee.plugins.model.ScriptedChatModel`.
 
     Progress is read back from the tool-call ids of earlier AI messages (``…~u~3``:
     the fourth user call; ``…~i:<task>~0``: the first call of an injection task),
@@ -367,20 +370,10 @@ class RunRecord:
     orphaned: int = 0
 
 
-class UnseeLike(Protocol):
-    """What the element uses of an ``Unsee`` (the facade satisfies it)."""
-
-    def middleware(self) -> Any: ...
-    def detect(self, *, mode: str, policy: str, side_effects: str = ...) -> Any: ...
-    def ifc(self, sinks: Any, *, mode: str, endorse: Any = ...) -> Any: ...
-    def chat_model(self, **fields: Any) -> Any: ...
-    def close(self) -> None: ...
-
-
 class UnseeFactory(Protocol):
     """Makes the element's ``Unsee`` (pass the ``Unsee`` class)."""
 
-    def __call__(self, *, home: str | Path, service_name: str) -> UnseeLike: ...
+    def __call__(self, *, home: str | Path, service_name: str) -> Unsee: ...
 
 
 class UnseeAgentElement(BasePipelineElement):
@@ -415,7 +408,7 @@ class UnseeAgentElement(BasePipelineElement):
         if home is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="unsee-agentdojo-")
             home = self._tmp.name
-        self.u = unsee(home=home, service_name="unsee-agentdojo")
+        self.u: Unsee = unsee(home=home, service_name="unsee-agentdojo")
         self.sinks = suite_sinks(suite)
         self.detector = None
         if defense in ("detect+forget", "ifc+forget"):

@@ -1,7 +1,8 @@
 """``unsee bench agentdojo --suite banking --defense ifc [--limit N] [--json FILE]``.
 
-The facade's CLI mounts ``make_app(Unsee)``: this plugin does not import the
-facade; the factory makes the recording ``Unsee`` of each run.
+The CLI (``unsee/cli.py``) mounts ``make_app(factory)``; the factory makes the
+recording ``Unsee`` of each run (the harness sits above the facade; importing
+this module imports neither the facade nor langchain).
 """
 
 from __future__ import annotations
@@ -149,7 +150,7 @@ def make_eval_app(unsee: UnseeFactory) -> typer.Typer:
                                                            "banking,slack,travel,workspace"),
         attacks: str = typer.Option("all", "--attacks", help="all, or AgentDojo attacks: direct,injecagent,..."),
         hard_cases: bool = typer.Option(True, "--hard-cases/--no-hard-cases",
-                                        help="add the hand-written hard cases (plugins/eval/hard_cases.py)"),
+                                        help="add the hand-written hard cases (unsee/eval/hard_cases.jsonl)"),
         cases: Path | None = typer.Option(None, "--cases", help="a labelled corpus of your own (a held-out set): "
                                           "JSON lines of {text, injection, kind?, note?, tools?}, reported apart"),
         min_score: float = typer.Option(0.5, "--min-score", help="findings below this score do not count"),

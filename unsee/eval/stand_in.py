@@ -51,7 +51,7 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from .scripted import ScriptedChatModel, call_id
+from unsee.plugins.model import ScriptedChatModel, call_id
 
 #: an account-like number: digit groups joined by separators, or 8+ digits
 NUMBER = re.compile(r"\b\d{2,}(?:[- .]\d{2,})+\b|\b\d{8,}\b")

@@ -1,0 +1,78 @@
+"""The ports a home hands the plugins: the facade builds them here and decides nothing.
+
+Like OpenTelemetry's ``TracerProvider`` wiring processors it never implements,
+``Unsee`` makes its parts (store, recorder, hasher, environments, ledger) and
+these functions put them into the plugins' context objects: the revocation
+pipeline's (``unsee.plugins.forget.RevocationContext``) and the erasure
+plugin's (``unsee.plugins.erasure.ErasureContext``). Parts made after the
+facade exists (the local model, the IFC interceptor, the ledger) are read
+when a forget or an erasure runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .config import version
+
+#: the facade (``unsee.core.Unsee``); not imported here: core imports this module
+Unsee = Any
+
+
+def revocation_pipeline(u: Unsee) -> Any:
+    """The ``RevocationPipeline`` over ``u``'s ports."""
+    from unsee.plugins.forget import ForgetContext, RevocationContext, RevocationPipeline, SessionView
+    from unsee.plugins.view import ForgetRecordKeeper
+
+    forget = ForgetContext(records=u.store, runs=u.recorder, hasher=u.hasher,
+                           sessions=SessionView(session=u.session, graph=u.graph, sessions=u.sessions),
+                           environments=u.environments, cache=lambda: u.local_model,
+                           revoker=lambda: u.ifc_interceptor)
+    return RevocationPipeline(RevocationContext(forget=forget, erasure=lambda: erasure_context(u), flush=u.flush,
+                                                records=ForgetRecordKeeper(u.home)))
+
+
+def erasure_context(u: Unsee) -> Any:
+    """The erasure plugin's ports over ``u``'s home. A process without a sandbox (e.g. ``unsee
+    erase`` without ``--agent``) still reaches the sandboxes the home's sessions stored."""
+    from unsee.plugins.erasure import ErasureContext
+
+    def ledger():
+        made = "ledger" in vars(u) or (u.home / "ledger.sqlite").exists()  # (never made just to be erased)
+        return u.ledger if made else None
+
+    envs = u.environments
+    if envs is None:
+        from unsee.plugins.tools import SessionEnvironments
+
+        envs = SessionEnvironments.stored(u.home)
+    return ErasureContext(home=u.home, records=u.store, hasher=u.hasher, ledger=ledger, environments=envs,
+                          runs=u.recorder, content_in_spans=u.recorder.content_in_spans, version=version())
+
+
+def enable_ifc(u: Unsee, sinks: Any, *, mode: str, trusted_sources: Any, endorse: Any) -> Any:
+    """``u``'s IFC interceptor, installed on its recorder the first time; a later call only
+    changes the endorser."""
+    from unsee.plugins.ifc import IFCInterceptor, SessionGraphs
+
+    if u.ifc_interceptor is not None:
+        if endorse is not None:
+            u.ifc_interceptor.set_endorser(endorse)
+        return u.ifc_interceptor
+    interceptor = IFCInterceptor(SessionGraphs(u.store.has_session, u.graph), u.hasher, sinks, mode=mode,
+                                 trusted_sources=trusted_sources, endorse=endorse)
+    u.recorder.interceptors.add_global(interceptor)
+    return interceptor
+
+
+def detection_service(u: Unsee, detectors: Any, **settings: Any) -> Any:
+    """A ``DetectionService`` whose verdicts go through ``u``'s revocation pipeline, installed
+    on the recorder as an interceptor in both modes: it learns the agent's tools from model
+    calls (and, ``mode="sync"``, screens tool returns before the model sees them)."""
+    from unsee.plugins.detect import DetectionService, SignalDetector
+
+    pipeline = u.revocations
+    svc = DetectionService(pipeline.ctx.forget, list(detectors or [SignalDetector()]), forget=pipeline.run,
+                           **settings)
+    u.recorder.interceptors.add_global(svc)
+    return svc
