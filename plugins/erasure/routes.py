@@ -14,14 +14,19 @@ is erased and how it is audited, in one class:
   PostgreSQL WAL archive, a remote trace backend), for the receipt.
 
 A route is made by a factory ``(ErasureContext, agent) -> Route | None``
-(None: the route does not apply, e.g. no sandbox). ``register_route`` adds a
-factory, so a new backend adds its route and the audit covers it.
+(None: the route does not apply, e.g. no sandbox). The built-in factories are
+an explicit, ordered table (``routes_builtin.BUILTIN_ROUTES``; importing a
+route module registers nothing); ``register_route`` adds a factory of a new
+backend, erased after the built-ins, so the audit covers it. Every route
+passes the conformance suite ``unsee.plugins.erasure.testing.RouteConformance``.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Sequence
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,16 +139,48 @@ def scrub_note(result: Any) -> str:
 
 
 RouteFactory = Callable[[ErasureContext, Any], "Route | None"]
-_FACTORIES: list[RouteFactory] = []
+_lock = threading.Lock()
+_registered: list[RouteFactory] = []  # the user's factories, in registration order
 
 
 def register_route(factory: RouteFactory) -> RouteFactory:
-    """Add a route factory (usable as a decorator); the order is the erasure order."""
-    if factory not in _FACTORIES:
-        _FACTORIES.append(factory)
+    """Add a route factory (usable as a decorator); registering it again changes nothing.
+
+    Its routes are erased after the built-in ones (``routes_builtin.BUILTIN_ROUTES``), in
+    registration order. Returns ``factory``."""
+    if not callable(factory):
+        raise TypeError(f"a route factory is a callable (ctx, agent) -> Route | None, got {factory!r}")
+    with _lock:
+        if factory not in _registered:
+            _registered.append(factory)
     return factory
 
 
-def route_factories() -> list[RouteFactory]:
-    """The registered factories, in erasure order (``routes_builtin.build_routes`` uses them)."""
-    return list(_FACTORIES)
+def unregister_route(factory: RouteFactory) -> bool:
+    """Remove a factory added with :func:`register_route`; False when it was not registered."""
+    with _lock:
+        if factory in _registered:
+            _registered.remove(factory)
+            return True
+        return False
+
+
+@contextlib.contextmanager
+def registered_route(factory: RouteFactory) -> Iterator[RouteFactory]:
+    """``register_route(factory)`` for the ``with`` block (e.g. a test's route): removed on exit
+    unless it was registered before the block."""
+    with _lock:
+        already = factory in _registered
+    register_route(factory)
+    try:
+        yield factory
+    finally:
+        if not already:
+            unregister_route(factory)
+
+
+def registered_factories() -> list[RouteFactory]:
+    """The factories added with :func:`register_route`, in registration order (the built-in
+    ones are not here: ``routes_builtin.route_factories`` gives the whole erasure order)."""
+    with _lock:
+        return list(_registered)

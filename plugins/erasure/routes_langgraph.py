@@ -21,12 +21,12 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from unsee.plugins.forget import fault_point
+from unsee.middleware.faults import fault_point
 
 from . import history
 from .keys import EncryptingSaver
 from .journal import Journal
-from .routes import Route, RouteAudit, Scope, register_route, scrub_note, sqlite_route_files
+from .routes import Route, RouteAudit, Scope, scrub_note, sqlite_route_files
 from .isolated import scan_isolated
 from .pg_compact import SAVER_TABLES, STORE_TABLES, UNREACHABLE, is_postgres, vacuum_full
 from .sqlite_scrub import main_file, scrub
@@ -263,14 +263,15 @@ def _all_items(store: Any, page: int = 500):
         offset += page
 
 
-@register_route
-def _history_route(ctx, agent):
+# The factories (``routes_builtin.BUILTIN_ROUTES`` lists them, in erasure order)
+def history_route(ctx, agent):
+    """The checkpoint history of an agent with a checkpointer (None: no agent or none)."""
     if agent is None or getattr(agent, "checkpointer", None) in (None, False, True):
         return None
     return CheckpointHistoryRoute(agent, ctx.records, ctx.home / "erasures")
 
 
-@register_route
-def _store_route(ctx, agent):
+def store_route(ctx, agent):
+    """The memory store of an agent with one (None: no agent or no store)."""
     store = getattr(agent, "store", None) if agent is not None else None
     return MemoryStoreRoute(store) if store is not None else None

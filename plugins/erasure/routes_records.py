@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .forms import remove_forms
-from .routes import Route, RouteAudit, Scope, register_route, scrub_note, sqlite_route_files
+from .routes import Route, RouteAudit, Scope, scrub_note, sqlite_route_files
 from .sqlite_scrub import scrub
 
 SCRATCH_MARK = "~cf-"
@@ -150,17 +150,18 @@ def log_export(home: Path, session: str, kind: str, to: str, spans: int, payload
         f.write(line + "\n")
 
 
-@register_route
-def _records_route(ctx, agent):
+# The factories (``routes_builtin.BUILTIN_ROUTES`` lists them, in erasure order)
+def records_route(ctx, agent):
+    """unsee's records and vault (always there)."""
     return RecordsRoute(ctx.records)
 
 
-@register_route
-def _ledger_route(ctx, agent):
+def ledger_route(ctx, agent):
+    """The call ledger (None: no tool went through it)."""
     ledger = ctx.ledger()
     return LedgerRoute(ledger, ctx.hasher) if ledger is not None else None
 
 
-@register_route
-def _exports_route(ctx, agent):
+def exports_route(ctx, agent):
+    """Spans that left the machine (always there: the audit reads the home's export log)."""
     return ExportsRoute(ctx.home, ctx.content_in_spans)

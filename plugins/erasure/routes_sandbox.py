@@ -25,7 +25,7 @@ from unsee.sandbox import (NotSupported, SandboxError, delete_item, deletion_ord
                            snapshot_item)
 
 from .forms import count_forms
-from .routes import Route, RouteAudit, Scope, register_route
+from .routes import Route, RouteAudit, Scope
 
 log = logging.getLogger("unsee.erasure")
 
@@ -125,6 +125,7 @@ class SandboxRoute(Route):
         return [f"{gone} stored sandbox items deleted"] + [f"could not delete {f}" for f in failed]
 
 
-@register_route
-def _sandbox_route(ctx, agent):
+def sandbox_route(ctx, agent):
+    """The session's sandboxes (None: no environments in this context); listed in
+    ``routes_builtin.BUILTIN_ROUTES``."""
     return SandboxRoute(ctx.environments, ctx.records, ctx.home) if ctx.environments is not None else None
