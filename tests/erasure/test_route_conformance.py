@@ -146,6 +146,9 @@ class TestMemoryStore(BuiltinRoute):
 
 class TestRecords(BuiltinRoute):
     route_name = "unsee.records"
+    #: with make test's second pass (UNSEE_TEST_STORE=postgres) unsee's records are in PostgreSQL:
+    #: the audit reads values there, and the commit already replaced them (as TestRecordsPostgres)
+    plants_copies = os.environ.get("UNSEE_TEST_STORE") != "postgres"
 
     def kept(self, rec, session):
         return rec.u.store.contents(session)
