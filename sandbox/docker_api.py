@@ -75,7 +75,9 @@ def daemon_unavailable_reason() -> str | None:
     try:
         import docker
 
-        client = docker.from_env(timeout=3)
+        # a daemon that is there but busy (a loaded 2-core CI machine) can take seconds to answer its
+        # first call; a missing one fails at once, so the longer limit costs nothing when there is none
+        client = docker.from_env(timeout=15)
         try:
             client.ping()
         finally:
