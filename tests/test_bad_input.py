@@ -366,8 +366,10 @@ def test_readme_shows_the_agent_for_forget():
 
 def test_cli_forget_agent_factory_follows_home_flag(home, capsys):
     """--home (not only $UNSEE_HOME) is the home the --agent factory opens."""
+    # (--no-erase: this home is a copy, and its sandbox registry still names the original's
+    # directories, which an erasure refuses to delete: exit 3, "not erased clean")
     code, out, err = run(capsys, "--home", home, "forget", "demo", "--target", SECRET,
-                         "--agent", "unsee.demo:agent_factory", "--json")
+                         "--agent", "unsee.demo:agent_factory", "--json", "--no-erase")
     assert code == 0, err
     assert json.loads(out)["committed"]
     assert "UNSEE_HOME" not in os.environ

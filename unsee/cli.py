@@ -4,7 +4,10 @@ The home is ``--home``, else ``$UNSEE_HOME``, else ``./.unsee``; the store is
 ``--store`` (a ``postgresql://`` URL), else ``$UNSEE_STORE``, else SQLite in
 the home. Every error
 is one line on stderr and a non-zero exit: 1 for a failed operation, 2 for bad
-arguments. No tracebacks.
+arguments. No tracebacks. Exit codes (docs/erasure.md "Many sessions in one home"):
+0 done; 1 a failed operation, or (``audit``, ``erase``, ``receipt verify``) a
+copy remains in the session's scope; 2 bad arguments; 3 (``forget``, ``demo``)
+the forget is committed but its erasure is not clean (``EXIT_NOT_ERASED``).
 """
 
 from __future__ import annotations
@@ -34,6 +37,10 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 err = Console(stderr=True)
+
+#: ``forget``/``demo``: the forget committed, but its record is not erased clean (a copy remains in
+#: its scope, or the erasure could not finish): distinct from 1, where nothing was forgotten
+EXIT_NOT_ERASED = 3
 
 #: the width of output that is not a terminal: never truncated or wrapped, so ids stay copyable
 PIPE_WIDTH = 100_000
@@ -223,13 +230,19 @@ def demo_cmd(
     view_html: Path = typer.Option(Path("unsee-demo-view.html"), "--view-html",
                                    help="where to write the page of the session (unsee view)"),
 ) -> None:
-    """Run the customer-support demo agent, show the provenance of its secret, then forget it."""
+    """Run the customer-support demo agent, show the provenance of its secret, then forget it.
+
+    Exit 3 if the forget committed but its record is not erased clean."""
     from unsee.demo import run_demo
 
     if model not in ("local", "scripted"):
         raise cx.BadParameter("--model must be local or scripted")
-    run_demo(home=_home(), session=session, jaeger_json=jaeger_json, console=_console(), model=model,
-             forget=not no_forget, view_html=view_html)
+    result = run_demo(home=_home(), session=session, jaeger_json=jaeger_json, console=_console(), model=model,
+                      forget=not no_forget, view_html=view_html)
+    if (result.get("report") or {}).get("erased_clean") is False:
+        _error("the forget is committed, but its record is not erased clean (copies remain in its scope: "
+               "see the receipt)")
+        raise typer.Exit(EXIT_NOT_ERASED)
 
 
 _AGENT_WANTED = "must name a compiled agent or a zero-argument factory returning one"
@@ -373,6 +386,11 @@ def forget_cmd(
     unsee forget demo --target 4417-2231 --agent unsee.demo:agent_factory
 
     --dry-run only plans and needs no agent.
+
+    Exit 3 if the forget committed but its record is not erased clean (a copy
+    remains in this forget's scope, or the erasure could not finish; the
+    report says which). Other sessions' copies of the same text are listed
+    ("also held by"), never counted.
     """
     from unsee.plugins.forget import RevocationEvent, Strategy, UnknownStrategy
 
@@ -391,10 +409,19 @@ def forget_cmd(
                       scope="all" if all_sessions else "session")
     if as_json:
         print(result.model_dump_json(indent=1))
-        return
-    from unsee.report_view import render_plan, render_report
+    else:
+        from unsee.report_view import render_plan, render_report
 
-    _console().print(render_plan(result) if dry_run else render_report(result))
+        _console().print(render_plan(result) if dry_run else render_report(result))
+    if not dry_run and _not_erased(result):
+        if not as_json:
+            _error("the forget is committed, but its record is not erased clean (see the report's notes)")
+        raise typer.Exit(EXIT_NOT_ERASED)
+
+
+def _not_erased(report) -> bool:
+    """Whether a forget (or one of its scope='all' forgets) erased its record unclean."""
+    return report.erased_clean is False or any(_not_erased(r) for r in report.also_forgotten)
 
 
 def _agent_and_unsee(agent: Optional[str]):
@@ -421,12 +448,20 @@ def _agent_and_unsee(agent: Optional[str]):
 
 
 def _audit_table(report) -> Table:
-    t = Table("route", "copies", "value copies", "source (kept)", "where / notes")
+    t = Table("route", "copies", "value copies", "source (kept)", "other sessions'", "where / notes")
     for r in report.routes:
         where = [f"{_short(k, 70)}: {v}" for k, v in r.byte_copies.items() if v] + r.notes
+        theirs = r.other_copies
         t.add_row(r.route, str(r.copies), str(r.value_copies), str(r.source_copies) if r.source_copies else "-",
-                  "\n".join(where) or "-")
+                  ", ".join(f"{s}: {n}" for s, n in theirs.items()) or "-", "\n".join(where) or "-")
     return t
+
+
+def _print_others(c: Console, others: dict[str, int], what: str) -> None:
+    """One line per other session holding copies (listed, never counted in this scope)."""
+    for s, n in others.items():
+        c.print(f"also held by session {s}, not in this {what}'s scope: {n} {'copy' if n == 1 else 'copies'}",
+                soft_wrap=True, highlight=False, markup=False)
 
 
 @app.command("erase")
@@ -461,6 +496,7 @@ def erase_cmd(
     else:
         c = _console()
         c.print(_audit_table(result.after))
+        _print_others(c, result.after.other_sessions, "erasure")
         c.print(f"receipt: {result.path} (signed; check it with: unsee receipt verify {result.path})", soft_wrap=True)
     if not result.clean:
         raise typer.Exit(1)
@@ -482,15 +518,74 @@ def audit_cmd(
     if as_json:
         import dataclasses
 
-        print(json.dumps({"session": session, "copies": report.copies, "unreachable": report.unreachable,
+        print(json.dumps({"session": session, "copies": report.copies, "clean": report.clean,
+                          "other_sessions": report.other_sessions, "unreachable": report.unreachable,
                           "routes": [dataclasses.asdict(r) | {"copies": r.copies} for r in report.routes]},
                          indent=1))
     else:
         c = _console()
         c.print(_audit_table(report))
-        c.print(f"{report.copies} copies of the target remain" if report.copies else "no copy of the target remains")
+        c.print(f"{report.copies} {'copy' if report.copies == 1 else 'copies'} of the target remain"
+                f"{'s' if report.copies == 1 else ''} in session {session}'s scope" if report.copies
+                else f"no copy of the target remains in session {session}'s scope", soft_wrap=True)
+        _print_others(c, report.other_sessions, "audit")
     if not report.clean:
         raise typer.Exit(1)
+
+
+def _duration(text: str):
+    """``7d`` / ``12h`` / ``30m`` / ``90s`` / seconds as a timedelta."""
+    import re
+    from datetime import timedelta
+
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([dhms]?)\s*", text or "")
+    if not m or float(m.group(1)) <= 0:
+        raise cx.BadParameter(f"--max-age must be a positive duration like 7d, 12h, 30m or 90s, got {text!r}")
+    unit = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds", "": "seconds"}[m.group(2)]
+    return timedelta(**{unit: float(m.group(1))})
+
+
+@app.command("retention")
+def retention_cmd(
+    session: str = typer.Argument(..., help="session id (the LangGraph thread_id)"),
+    keep: Optional[str] = typer.Option(None, "--keep", help="all | semantic (unsee's checkpoints and turn "
+                                                            "starts) | latest (the head only)"),
+    max_age: Optional[str] = typer.Option(None, "--max-age", help="drop checkpoints older than this (7d, 12h, "
+                                                                  "30m, 90s); the head always stays"),
+    agent: Optional[str] = typer.Option(None, "--agent", help="module:attribute of the agent whose checkpointer "
+                                                              "holds the history, e.g. --agent unsee.demo:agent_factory"),
+    as_json: bool = typer.Option(False, "--json", help="print the retention record as JSON"),
+) -> None:
+    """Prune SESSION's LangGraph history by a retention policy (docs/retention.md).
+
+    Dropped checkpoints' bytes are scrubbed (SQLite WAL and free pages) or
+    vacuumed (PostgreSQL); the record is appended to
+    <home>/erasures/retention.jsonl. A refused policy changes nothing.
+    """
+    from unsee.plugins.erasure import RetentionPolicy
+
+    if not session.strip():
+        raise cx.BadParameter("SESSION must be a non-empty session id")
+    if keep is None and max_age is None:
+        raise cx.BadParameter("name a policy: --keep all|semantic|latest and/or --max-age")
+    fields = {"keep": keep} if keep is not None else {}
+    if max_age is not None:
+        fields["max_age"] = _duration(max_age)
+    policy = RetentionPolicy.parse(fields)  # UnknownRetentionPolicy before an agent is loaded
+    if agent is None:
+        raise cx.BadParameter("--agent is needed: the history is in the agent's checkpointer")
+    compiled, u = _agent_and_unsee(agent)
+    rec = u.retention(session, policy, agent=compiled)
+    if as_json:
+        print(rec.model_dump_json(indent=1))
+        return
+    sizes = (f"; saver file {rec.bytes_before} -> {rec.bytes_after} bytes"
+             if rec.bytes_before is not None and rec.bytes_after is not None else "")
+    _console().print(f"session {session}: kept {rec.kept} of {rec.before} checkpoints ({rec.method}); "
+                     f"{rec.semantic_kept} of {rec.semantic_total} unsee checkpoints still fork points{sizes}",
+                     soft_wrap=True, highlight=False, markup=False)
+    for note in rec.notes:
+        _console().print(f"  {note}", soft_wrap=True, highlight=False, markup=False)
 
 
 receipt_app = typer.Typer(help="Erasure receipts.", no_args_is_help=True)
@@ -523,11 +618,14 @@ def receipt_verify_cmd(
             f"{receipt.created_at:%Y-%m-%d %H:%M:%S} UTC)", soft_wrap=True)
     for r in receipt.routes:
         c.print(f"  {r.name}: {r.copies_before} -> {r.copies_after} copies ({r.method})", soft_wrap=True)
+    for s, n in (receipt.other_sessions or {}).items():
+        c.print(f"  also held by session {s}, not in this erasure's scope: {n} copies", soft_wrap=True)
     for line in receipt.unreachable:
         c.print(f"  not reachable: {line}", soft_wrap=True)
     if audit is not None:
         c.print(_audit_table(audit))
         c.print(f"audit now: {audit.copies} copies")
+        _print_others(c, audit.other_sessions, "erasure")
     if not ok or (audit is not None and not audit.clean):
         raise typer.Exit(1)
 

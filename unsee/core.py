@@ -61,6 +61,15 @@ def _in_thread(name: str):
     return method
 
 
+def _retention_policy(value: Any) -> Any:
+    """The parsed policy (None: keep everything, today's behaviour, without importing LangGraph)."""
+    if value is None:
+        return None
+    from unsee.plugins.erasure import RetentionPolicy
+
+    return RetentionPolicy.parse(value)
+
+
 #: id(recorder) -> the Unsee that owns it (weak: an Unsee that is gone drops out)
 _OWNERS: weakref.WeakValueDictionary[int, Unsee] = weakref.WeakValueDictionary()
 
@@ -76,6 +85,9 @@ class Unsee:
       own tokenizer where it exposes one, else tiktoken for its name.
     - ``span_processors``: extra processors (e.g. a BatchSpanProcessor with an
       OTLP exporter to send spans live to Jaeger).
+    - ``retention``: the default retention policy of the agents' histories (``"all"``,
+      ``"semantic"``, ``"latest"``, a ``RetentionPolicy``), applied by ``retention()``
+      (never inside a run; docs/retention.md).
     - ``store``: ``"postgresql://..."`` keeps the provenance store, vault, journals
       and leases in that database, shared by every process and machine on it
       (docs/deployment.md); default ``$UNSEE_STORE``, else SQLite under the home.
@@ -101,7 +113,10 @@ class Unsee:
         model: str | os.PathLike = "cpu",
         service_name: str = "unsee",
         store: str | None = None,
+        retention: Any = None,
     ):
+        #: the home's default retention policy (``retention()`` applies it; docs/retention.md)
+        self.retention_policy = _retention_policy(retention)  # UnknownRetentionPolicy before anything is made
         url = resolve_store(store)
         if url is not None and not is_postgres_url(url):  # (before the home is made: bad input changes nothing)
             raise InvalidStoreUrl(url, "expected 'sqlite' or a postgresql:// URL")
@@ -333,6 +348,16 @@ class Unsee:
         with the same event finishes an interrupted one. ``NotForgotten`` if the state still holds it."""
         return self._eraser().erase(thread_id, event, agent=self._agent_for(thread_id, agent))
 
+    def retention(self, thread_id: str, policy=None, *, agent=None):
+        """Apply a retention policy (default: ``Unsee(retention=...)``) to the session's LangGraph
+        history: a ``RetentionRecord`` of what was kept and dropped (also appended to
+        ``<home>/erasures/retention.jsonl``). Dropped bytes are scrubbed (SQLite) or vacuumed
+        (PostgreSQL). ``UnknownRetentionPolicy`` / ``RetentionRefused`` change nothing; a rerun
+        finishes an interrupted one. See docs/retention.md."""
+        from .wiring import apply_retention
+
+        return apply_retention(self, thread_id, policy, self._agent_for(thread_id, agent))
+
     def audit(self, thread_id: str, target: str, *, agent=None):
         """Scan every route for ``target`` (bytes and values); an ``AuditReport``. Changes nothing."""
         return self._eraser().audit(thread_id, target, agent=self._agent_for(thread_id, agent))
@@ -353,6 +378,7 @@ class Unsee:
     aforget = _in_thread("forget")
     aerase = _in_thread("erase")
     aaudit = _in_thread("audit")
+    aretention = _in_thread("retention")
 
     def close(self) -> None:
         if self.environments is not None:

@@ -54,8 +54,12 @@ def render_report(r: ForgetReport) -> Panel:
     t.add_row("wall time", f"{r.wall_time_s:.2f} s")
     t.add_row("committed", "yes" if r.committed else "no")
     if r.receipt is not None:
-        t.add_row("record erased", ("yes: no copy on any route" if r.erased_clean else "NO: copies remain (see the receipt)")
+        t.add_row("record erased", (("yes: no copy in this forget's scope" if r.also_held_by else "yes: no copy on any route")
+                                    if r.erased_clean else "NO: copies remain in this forget's scope (see the receipt)")
                   + f"; signed receipt {r.receipt}")
+    for session, n in r.also_held_by.items():
+        t.add_row("also held by", f"session {session}: {n} {'copy' if n == 1 else 'copies'}, not in this "
+                  "forget's scope (its own forget erases them)")
     for other in r.also_forgotten:
         t.add_row("also forgotten in", f"{other.session_id} (committed: {'yes' if other.committed else 'no'}"
                   + (f", record erased: {'yes' if other.erased_clean else 'NO'}" if other.receipt else "") + ")")

@@ -76,3 +76,12 @@ def detection_service(u: Unsee, detectors: Any, **settings: Any) -> Any:
                            **settings)
     u.recorder.interceptors.add_global(svc)
     return svc
+
+
+def apply_retention(u: Unsee, thread_id: str, policy: Any, agent: Any) -> Any:
+    """``policy`` (None: ``u``'s default, ``Unsee(retention=...)``) applied to the session's LangGraph
+    history by the erasure plugin over ``u``'s erasure ports (it holds the session meanwhile)."""
+    from unsee.plugins.erasure import apply_retention as apply
+
+    u.flush()
+    return apply(erasure_context(u), agent, thread_id, policy if policy is not None else (u.retention_policy or "all"))

@@ -9,7 +9,8 @@ registry, ``register_route``; the built-in routes in ``routes_langgraph``,
 ``routes_records``, ``routes_sandbox``, in the erasure order of the table
 ``routes_builtin.BUILTIN_ROUTES``; ``testing.RouteConformance``, the suite every
 route's tests run, is imported by tests only), the journal
-that makes a rerun finish an interrupted erasure (``journal``), signed
+that makes a rerun finish an interrupted erasure (``journal``), the operator's
+retention policy over a thread's history (``retention``), signed
 receipts (``receipt``) and the operator (``eraser``). What it needs from its
 surroundings is ``ports.ErasureContext`` (never the facade).
 
@@ -46,6 +47,11 @@ _EXPORTS = {
     "encrypted_serde": ".keys",
     "encrypting": ".keys",
     "HistoryNotRewritable": ".history",
+    "RetentionPolicy": ".retention",
+    "RetentionRecord": ".retention",
+    "RetentionRefused": ".retention",
+    "UnknownRetentionPolicy": ".retention",
+    "apply_retention": ".retention",
     "NotForgotten": ".errors",
     "ErasureInterrupted": ".errors",
     "ReceiptInvalid": ".errors",

@@ -12,6 +12,13 @@
    ``<home>/receipts/<event id>.json``.
 
 ``Eraser(ctx).audit(session, target, agent=...)`` is steps 1's lookup and 4.
+
+Many sessions share one home: every copy an audit finds is attributed to the
+session that owns it (``owners.py``). Clean or not is judged on the copies of
+the audit's own session; other sessions' copies are listed apart
+(``AuditReport.other_sessions``, the receipt's ``other_sessions`` per route),
+never counted, never dropped. A copy no route and no session claims stays in
+``home.other-files`` and counts.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from unsee.middleware.faults import fault_point
 from .errors import ErasureInterrupted, NotForgotten
 from .forms import target_forms
 from .journal import Journal
+from .owners import attribute_sqlite
 from .ports import ErasureContext
 from .receipt import Receipt, RouteReceipt, SigningKey, sign_receipt, write_receipt
 from .routes import Route, RouteAudit, Scope, prefetch_byte_scans
@@ -100,7 +108,18 @@ class AuditReport:
 
     @property
     def clean(self) -> bool:
+        """No copy in this audit's scope (its session's records, files and rows, and every copy
+        no session owns); other sessions' copies do not make it unclean."""
         return self.copies == 0
+
+    @property
+    def other_sessions(self) -> dict[str, int]:
+        """Copies other sessions hold (session -> copies, every route): not in this scope."""
+        out: dict[str, int] = {}
+        for r in self.routes:
+            for s, n in r.other_copies.items():
+                out[s] = out.get(s, 0) + n
+        return dict(sorted(out.items()))
 
 
 @dataclass
@@ -143,7 +162,9 @@ class Eraser:
                                "(u.erase(..., agent=...) / --agent); files of theirs under the home are scanned")
         prefetch_byte_scans(scope, routes)
         try:
-            return AuditReport(scope.session, [r.audit(scope) for r in routes], unreachable + OUTSIDE)
+            audits = [r.audit(scope) for r in routes]
+            attribute_sqlite(audits, scope.session, scope.target)  # other sessions' rows are theirs
+            return AuditReport(scope.session, audits, unreachable + OUTSIDE)
         finally:
             scope.byte_scans.clear()  # (the next audit reads the files as they are then)
 
@@ -203,6 +224,7 @@ class Eraser:
             files.update({str(p): sha256_file(p) for p in paths if not is_sqlite_family(p)})
             rows.append(RouteReceipt(name=route.name, method=route.method, copies_before=b.copies,
                                      copies_after=a.copies, value_copies_after=a.value_copies, files=files,
+                                     other_sessions=a.other_copies or None,
                                      notes=[*notes.get(route.name, []), *a.notes]
                                      + ([f"{a.source_copies} copies in files the sandbox held before the "
                                          "agent ran (the source, kept)"] if a.source_copies else [])))
@@ -210,7 +232,7 @@ class Eraser:
         receipt = Receipt(unsee_version=self.ctx.version, event_id=scope.event_id or "",
                           target_hash=self.ctx.hasher.hash(scope.target), sessions=[scope.session],
                           routes=rows, unreachable=after.unreachable, created_at=datetime.now(timezone.utc),
-                          public_key=key.public_pem())
+                          public_key=key.public_pem(), other_sessions=after.other_sessions or None)
         return sign_receipt(receipt, key)
 
 

@@ -12,6 +12,19 @@ staging thread (the user's thread untouched), :func:`swap_in` replaces the
 thread by it (idempotent: a crash inside it is finished by calling it again).
 Only the root namespace ("") is handled; a thread with subgraph checkpoints
 is refused. Hold the session's lock: during the swap the thread is partial.
+
+``DeltaChannel`` channels (LangGraph's beta answer to checkpoint bloat) store
+no value in most checkpoints: a checkpoint's value is rebuilt from the
+nearest ancestor holding one (a ``_DeltaSnapshot``, or a plain value written
+before the channel became a delta one) plus the writes stored on the path
+between. A rewrite keeps each copied checkpoint's own writes, so the only
+checkpoints whose rebuilt value would change are the re-parented ones (the
+first counterfactual checkpoints, now children of the fork; the first turn
+kept after the commit, now a child of the suffix's head): each of them gets
+its value written as a ``_DeltaSnapshot`` — the fix LangGraph's own ``prune``
+contract documents — computed where it was (the scratch thread, the commit's
+line) before anything is deleted. Their descendants' walks stop there, so
+every remaining checkpoint rebuilds to the value it had in its own world.
 """
 
 from __future__ import annotations
@@ -23,6 +36,7 @@ import sqlite3
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from langgraph.channels.base import BaseChannel
 from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.base.id import uuid6
@@ -30,8 +44,8 @@ from pydantic import BaseModel
 
 from unsee.middleware.errors import UnseeError
 
-__all__ = ["HistoryNotRewritable", "StagedHistory", "ThreadReader", "before_turn", "check_rewritable", "config_of", "copy_thread",
-           "drop_thread", "drop_threads", "history_holding", "stage_rewrite", "swap_in",
+__all__ = ["DeltaFormatUnknown", "HistoryNotRewritable", "RewritePlan", "StagedHistory", "channel_value", "delta_specs", "ThreadReader", "before_turn", "check_rewritable", "config_of", "copied_metadata", "copy_thread",
+           "drop_thread", "drop_threads", "history_holding", "plan_rewrite", "stage_rewrite", "swap_in",
            "threads_with_prefix", "value_text"]
 
 Holds = Callable[[Any], bool]
@@ -39,6 +53,113 @@ Holds = Callable[[Any], bool]
 
 class HistoryNotRewritable(UnseeError, RuntimeError):
     """The thread's history cannot be rewritten safely (nothing was written to the thread)."""
+
+
+class DeltaFormatUnknown(HistoryNotRewritable):
+    """A ``DeltaChannel`` thread stored in a shape this unsee does not know (nothing was written).
+
+    ``DeltaChannel`` is beta: its on-disk shape may change between LangGraph
+    releases. unsee was tested with the versions in :data:`DELTA_TESTED`."""
+
+    def __init__(self, what: str):
+        super().__init__(f"{what}: DeltaChannel's on-disk shape is not one unsee knows "
+                         f"(installed: {_versions()}; tested: {DELTA_TESTED})")
+
+
+#: the LangGraph releases whose DeltaChannel shape the rewrite was tested with (docs/erasure.md)
+DELTA_TESTED = "langgraph 1.2.24, langgraph-checkpoint 4.3.2"
+_COUNTERS = "counters_since_delta_snapshot"
+
+
+def _versions() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = []
+    for dist in ("langgraph", "langgraph-checkpoint"):
+        try:
+            out.append(f"{dist} {version(dist)}")
+        except PackageNotFoundError:
+            out.append(f"{dist} ?")
+    return ", ".join(out)
+
+
+def _snapshot_type() -> type:
+    try:  # private module, but the type LangGraph's own prune contract names
+        from langgraph.checkpoint.serde.types import _DeltaSnapshot
+    except ImportError as e:
+        raise DeltaFormatUnknown("langgraph.checkpoint.serde.types._DeltaSnapshot is gone") from e
+    return _DeltaSnapshot
+
+
+def delta_specs(agent: Any) -> dict[str, BaseChannel]:
+    """The graph's channels whose value a checkpoint may not store: every ``DeltaChannel``, and a
+    ``BinaryOperatorAggregate`` (a thread written while it was a delta channel stores none)."""
+    try:
+        from langgraph.channels.delta import DeltaChannel
+    except ImportError:  # a LangGraph without delta channels: every value is stored
+        return {}
+    channels = getattr(agent, "channels", None) or {}
+    if not any(isinstance(c, DeltaChannel) for c in channels.values()):
+        return {}
+    return {k: c for k, c in channels.items() if isinstance(c, (DeltaChannel, BinaryOperatorAggregate))}
+
+
+def channel_value(saver: BaseCheckpointSaver, spec: BaseChannel, name: str, t: CheckpointTuple) -> Any:
+    """The value of channel ``name`` at checkpoint ``t``, as LangGraph rebuilds it: the value
+    stored there, else the nearest stored ancestor value plus the writes on the path between
+    (``saver.get_delta_channel_history``). Raises :class:`DeltaFormatUnknown` on a shape unsee
+    does not know."""
+    from langgraph.channels.delta import DeltaChannel
+
+    snap = _snapshot_type()
+    stored = t.checkpoint.get("channel_values", {})
+    if name in stored:
+        seed, writes = stored[name], []
+    else:
+        history = saver.get_delta_channel_history(config=t.config, channels=[name])
+        entry = history.get(name) if isinstance(history, dict) else None
+        if not isinstance(entry, dict) or not isinstance(entry.get("writes"), list):
+            raise DeltaFormatUnknown(f"get_delta_channel_history returned {type(entry).__name__} for {name!r}")
+        seed, writes = entry.get("seed"), entry["writes"]
+    if seed is not None and isinstance(spec, BinaryOperatorAggregate) and isinstance(seed, snap):
+        seed = seed.value  # a snapshot read back into a channel that is no longer a delta one
+    ch = spec.from_checkpoint(seed)
+    if isinstance(ch, DeltaChannel):
+        ch.replay_writes(writes)
+    else:
+        for _, _, value in writes:  # one update per write, as LangGraph's own replay
+            ch.update([value])
+    try:
+        return ch.get()
+    except Exception:  # EmptyChannelError: nothing was ever written
+        return None
+
+
+def _materialize(ckpt: dict, meta: dict, values: dict[str, Any], specs: dict[str, BaseChannel]) -> None:
+    """Store ``values`` in ``ckpt`` (a snapshot per delta channel; a plain value per aggregate)
+    and reset their snapshot counters in ``meta``."""
+    from langgraph.channels.delta import DeltaChannel
+
+    snap = _snapshot_type()
+    cv = dict(ckpt.get("channel_values", {}))
+    for k, v in values.items():
+        cv[k] = snap(v) if isinstance(specs[k], DeltaChannel) else v
+    ckpt["channel_values"] = cv
+    counters = meta.get(_COUNTERS)
+    if counters is not None:
+        if not isinstance(counters, dict):
+            raise DeltaFormatUnknown(f"metadata {_COUNTERS!r} is a {type(counters).__name__}")
+        left = {k: c for k, c in counters.items() if k not in values}
+        if left:
+            meta[_COUNTERS] = left
+        else:
+            meta.pop(_COUNTERS)
+
+
+def _unstored(t: CheckpointTuple, specs: dict[str, BaseChannel]) -> list[str]:
+    """The channels of ``specs`` ``t`` has a version of but stores no value for."""
+    cv, versions = t.checkpoint.get("channel_values", {}), t.checkpoint.get("channel_versions", {})
+    return [k for k in specs if k in versions and k not in cv]
 
 
 def config_of(thread: str, checkpoint_id: str | None = None) -> dict:
@@ -125,24 +246,18 @@ def _render_other(value: Any, out: list[str], seen: dict[int, Any], push: Callab
 def check_rewritable(agent: Any) -> BaseCheckpointSaver:
     """The agent's saver, if its history can be rewritten; else :class:`HistoryNotRewritable`.
 
-    Needs a checkpointer with ``delete_thread`` and a ``messages`` channel
-    that stores the full list in every checkpoint (``BinaryOperatorAggregate``):
-    a ``DeltaChannel`` keeps its history in ancestors' writes, which a rewrite
-    that drops ancestors would break."""
+    Needs a checkpointer with ``delete_thread`` and, for a graph with
+    ``DeltaChannel`` channels, one with ``get_delta_channel_history`` and a
+    LangGraph whose snapshot type unsee knows (:class:`DeltaFormatUnknown`)."""
     saver = getattr(agent, "checkpointer", None)
     if not isinstance(saver, BaseCheckpointSaver):
         raise HistoryNotRewritable(f"the agent has no checkpointer (checkpointer={saver!r})")
     if getattr(type(saver), "delete_thread", None) is BaseCheckpointSaver.delete_thread:
         raise HistoryNotRewritable(f"{type(saver).__name__} cannot delete a thread")
-    channels = getattr(agent, "channels", None) or {}
-    msgs = channels.get("messages")
-    if not isinstance(msgs, BinaryOperatorAggregate):
-        raise HistoryNotRewritable(
-            f"the graph's messages channel is {type(msgs).__name__}, not a BinaryOperatorAggregate: "
-            "its checkpoints do not each hold the full state")
-    delta = sorted(k for k, c in channels.items() if type(c).__name__ == "DeltaChannel")
-    if delta:
-        raise HistoryNotRewritable(f"delta channels keep history in ancestors' writes: {delta}")
+    if delta_specs(agent):
+        _snapshot_type()
+        if not callable(getattr(saver, "get_delta_channel_history", None)):
+            raise DeltaFormatUnknown(f"{type(saver).__name__} has no get_delta_channel_history")
     return saver
 
 
@@ -227,49 +342,66 @@ def _names(value: Any, thread: str) -> bool:
     return value == thread or re.search(rf"(?<![\w~.-]){re.escape(thread)}(?![\w~.-])", text) is not None
 
 
+def copied_metadata(metadata: dict | None, *, scrub: str | None, rename_to: str, meta_update: dict | None = None,
+                    drop: Iterable[str] = (), step_shift: int = 0) -> dict:
+    """A copy's metadata: without ``drop`` keys and keys whose value names ``scrub`` (then
+    ``thread_id`` = ``rename_to``), its step shifted, ``meta_update`` merged."""
+    meta, named = {}, False
+    for k, v in (metadata or {}).items():
+        if k in drop:
+            continue
+        if scrub and _names(v, scrub):  # a copy must not name the thread it came from
+            named = True
+            continue
+        meta[k] = v
+    if named:
+        meta["thread_id"] = rename_to
+    if step_shift and isinstance(meta.get("step"), int):
+        meta["step"] += step_shift
+    meta.update(meta_update or {})
+    return meta
+
+
 def _copy(saver: BaseCheckpointSaver, tuples: Iterable[CheckpointTuple], dst: str, *, scrub: str | None,
           rename_to: str, meta_update: dict | None = None, drop: Iterable[str] = (),
           parents: dict[str, str | None] | None = None, ids: dict[str, str] | None = None,
           step_shift: int = 0, taken: set[str] | None = None,
-          written: list[CheckpointTuple] | None = None) -> dict[str, str]:
+          written: list[CheckpointTuple] | None = None,
+          materialize: dict[str, dict[str, Any]] | None = None,
+          specs: dict[str, BaseChannel] | None = None) -> dict[str, str]:
     """Put ``tuples`` (oldest first) into ``dst``; returns old id -> new id (``ids`` extended).
 
     A parent is ``parents[old id]`` when given, else the new id of the old parent
     if it was copied (now or in ``ids``), else none (a root). ``taken``: the ids
     ``dst`` holds, when the caller knows them (it emptied ``dst``), else they are
-    listed; ``written`` gets each checkpoint as it was put."""
+    listed; ``written`` gets each checkpoint as it was put. ``materialize``: old id
+    -> channel values to store in that checkpoint (``specs`` says which are delta
+    channels). Pending writes keep their order (a delta channel replays them in it)."""
     ids = {} if ids is None else ids
     taken = ({_id(t) for t in saver.list(config_of(dst))} if taken is None else taken) | set(ids.values())
-    drop = set(drop)
+    drop = frozenset(drop)
     for t in tuples:
         old = _id(t)
         new = old if old not in taken else str(uuid6(clock_seq=len(taken)))  # newer than all: a collision only
         taken.add(new)
-        meta, named = {}, False
-        for k, v in (t.metadata or {}).items():
-            if k in drop:
-                continue
-            if scrub and _names(v, scrub):  # a copy must not name the thread it came from
-                named = True
-                continue
-            meta[k] = v
-        if named:
-            meta["thread_id"] = rename_to
-        if step_shift and isinstance(meta.get("step"), int):
-            meta["step"] += step_shift
-        meta.update(meta_update or {})
+        meta = copied_metadata(t.metadata, scrub=scrub, rename_to=rename_to, meta_update=meta_update, drop=drop,
+                               step_shift=step_shift)
         if parents is not None and old in parents:
             parent = parents[old]
         else:
             parent = ids.get(_parent(t) or "")
         ckpt = {**t.checkpoint, "id": new}
+        if materialize and old in materialize:
+            _materialize(ckpt, meta, materialize[old], specs or {})
         # new_versions = all versions: savers that store a blob per channel version then get every one
         cfg = saver.put(config_of(dst, parent), ckpt, meta, dict(ckpt.get("channel_versions", {})))
         by_task: dict[str, list] = {}
         for task_id, channel, value in t.pending_writes or ():
             by_task.setdefault(task_id, []).append((channel, value))
-        for task_id, writes in by_task.items():
-            saver.put_writes(cfg, writes, task_id, "")
+        # get_tuple returns writes in (task_path, task_id, idx) order and the original paths are not
+        # read back: a path that sorts as the tasks came keeps that order (a delta channel replays it)
+        for i, (task_id, writes) in enumerate(by_task.items()):
+            saver.put_writes(cfg, writes, task_id, f"~{i:06d}" if len(by_task) > 1 else "")
         ids[old] = new
         if written is not None:
             written.append(CheckpointTuple(config_of(dst, new), ckpt, meta,
@@ -306,10 +438,108 @@ class StagedHistory:
     written: list[CheckpointTuple] = dataclasses.field(default_factory=list, repr=False)
 
 
+@dataclasses.dataclass
+class RewritePlan:
+    """What a rewrite keeps, adds and re-parents (:func:`plan_rewrite`); ids are the old ones."""
+
+    prefix: list[CheckpointTuple]
+    side: list[CheckpointTuple]
+    suffix: list[CheckpointTuple]
+    after: list[CheckpointTuple]
+    #: suffix checkpoint id -> its new parent (the fork), for those whose parent was the seed
+    parents: dict[str, str | None]
+    #: added to the suffix's steps (they continue the fork's)
+    shift: int
+    #: the suffix's head (else the fork): the after-commit turns' new parent
+    head: str | None
+    #: checkpoint id -> channel values to store there (delta channels of re-parented checkpoints)
+    materialize: dict[str, dict[str, Any]]
+    #: the thread's root checkpoints, oldest first (as listed)
+    tuples: list[CheckpointTuple]
+
+    @property
+    def kept_ids(self) -> set[str]:
+        return {_id(t) for t in [*self.prefix, *self.side, *self.after]}
+
+
+def plan_rewrite(saver: BaseCheckpointSaver, thread: str, tuples: list[CheckpointTuple],
+                 scratch: list[CheckpointTuple], *, fork_checkpoint_id: str | None, suffix_thread: str,
+                 holds: Callable[[CheckpointTuple], bool], holds_value: Holds,
+                 continue_after: Callable[[dict], bool] | None,
+                 specs: dict[str, BaseChannel] | None, check_prefix: bool = True,
+                 load: Callable[[CheckpointTuple], CheckpointTuple] = lambda t: t) -> RewritePlan:
+    """Decide :func:`stage_rewrite`'s new history (its docstring) without writing anything.
+
+    ``tuples``: ``thread``'s root checkpoints oldest first; they need only ids,
+    parents and metadata when ``load`` returns the whole checkpoint of one (an SQL
+    reader lists them without decoding values). ``check_prefix=False``: the prefix
+    is not decoded (Lemma 1: it is shared by both worlds; the byte audit proves it
+    holds no copy). Raises :class:`HistoryNotRewritable` as :func:`stage_rewrite`."""
+    by_id = {_id(t): t for t in tuples}
+
+    def line(cid: str | None) -> list[CheckpointTuple]:
+        out = []
+        while cid and cid in by_id:
+            out.append(by_id[cid])
+            cid = _parent(by_id[cid])
+        return out[::-1]
+
+    # the head is what get_tuple returns: the greatest id
+    main = {_id(t) for t in line(_id(tuples[-1]))} if tuples else set()
+    if fork_checkpoint_id and fork_checkpoint_id not in by_id:
+        raise HistoryNotRewritable(f"fork checkpoint {fork_checkpoint_id!r} is not in thread {thread!r}")
+    prefix = line(fork_checkpoint_id)
+    for t in prefix if check_prefix else ():
+        if holds(t):
+            raise HistoryNotRewritable(f"checkpoint {_id(t)} before the fork holds the target")
+    kept = {_id(t) for t in prefix}
+    side = []
+    for t in tuples:  # oldest first: a parent is decided before its children
+        if _id(t) not in main and _id(t) not in kept and _parent(t) in kept and not holds(load(t)):
+            kept.add(_id(t))
+            side.append(t)
+
+    seed = []
+    while len(seed) < len(scratch) and (scratch[len(seed)].metadata or {}).get("source") == "update":
+        seed.append(scratch[len(seed)])
+    suffix = scratch[len(seed):]
+    for t in suffix:
+        if holds(t):
+            raise HistoryNotRewritable(f"counterfactual checkpoint {_id(t)} of {suffix_thread!r} holds the target")
+    fork_id = _id(prefix[-1]) if prefix else None
+    head = _id(suffix[-1]) if suffix else fork_id
+    after = []  # the turns after the commit, on the head's line
+    mainline = line(_id(tuples[-1])) if tuples and continue_after is not None else []
+    commits = [i for i, t in enumerate(mainline) if continue_after(t.metadata or {})] if mainline else []
+    if commits:
+        after = [load(t) for t in mainline[commits[-1] + 1:]]
+        for t in after:
+            if holds(t):
+                raise HistoryNotRewritable(f"checkpoint {_id(t)} after the commit holds the target")
+    # a side branch newer than the new head would become the head: drop it (and its descendants)
+    side = [t for t in side if head is not None and _id(t) < head]
+    seed_ids = {_id(t) for t in seed}
+    parents = {_id(t): fork_id for t in suffix if _parent(t) is None or _parent(t) in seed_ids}
+    # the seed stands for the fork's state: the suffix's steps continue the fork's
+    step = lambda ts, i: (ts[i].metadata or {}).get("step", 0) if ts else 0  # noqa: E731
+    shift = (step(prefix, -1) - step(seed, -1)) if seed else (step(prefix, -1) + 1 - step(suffix, 0))
+    shift = shift if prefix else 0
+
+    moved = [load(t) for t in suffix if _id(t) in parents] + after[:1] if specs else []
+    # (savers storing a blob per checkpoint need no version sharing check over the prefix)
+    staged = [*(prefix if check_prefix else ()), *side, *suffix, *after]
+    mat = _rebuilt_values(saver, specs or {}, staged, moved)
+    for t in moved:
+        if _id(t) in mat and any(holds_value(v) for v in mat[_id(t)].values()):
+            raise HistoryNotRewritable(f"checkpoint {_id(t)} rebuilds to a value holding the target")
+    return RewritePlan(prefix, sorted(side, key=_id), suffix, after, parents, shift, head, mat, tuples)
+
+
 def stage_rewrite(saver: BaseCheckpointSaver, thread: str, *, fork_checkpoint_id: str | None, suffix_thread: str,
                   stage_thread: str, holds_target: Holds, marker: dict,
                   continue_after: Callable[[dict], bool] | None = None,
-                  reader: ThreadReader | None = None) -> StagedHistory:
+                  reader: ThreadReader | None = None,
+                  specs: dict[str, BaseChannel] | None = None) -> StagedHistory:
     """Build ``thread``'s new history in ``stage_thread`` (cleared first); ``thread`` is not written.
 
     The new history: the ancestor line of ``fork_checkpoint_id`` (inclusive,
@@ -333,79 +563,62 @@ def stage_rewrite(saver: BaseCheckpointSaver, thread: str, *, fork_checkpoint_id
     delete the thread instead of calling :func:`swap_in` (which reads an
     empty stage as "already swapped"). Once "staged" is journaled, never
     stage again: after a crash in :func:`swap_in` the thread is partial.
-    ``reader``: the erasure's reads (``holds_target`` is then its predicate)."""
+    ``reader``: the erasure's reads (``holds_target`` is then its predicate).
+    ``specs``: the graph's channels a checkpoint may not store (:func:`delta_specs`):
+    each re-parented checkpoint gets their values stored (module docstring).
+    Every checkpoint is decoded and copied twice (here and in :func:`swap_in`): the
+    path for any saver; ``history_sql.rewrite_sqlite`` touches a SqliteSaver's suffix only."""
     reader = ThreadReader(saver, holds_target) if reader is None else reader
-    holds = reader.holds
     saver.delete_thread(stage_thread)  # a rerun starts clean
     reader.written(stage_thread)
     if any(t.config["configurable"].get("checkpoint_ns") for t in reader.every(thread)):
         # delete_thread would take subgraph checkpoints with it and they are not copied back
         raise HistoryNotRewritable(f"thread {thread!r} has subgraph checkpoints: not rewritten")
     tuples = reader.root(thread)
-    by_id = {_id(t): t for t in tuples}
-
-    def line(cid: str | None) -> list[CheckpointTuple]:
-        out = []
-        while cid and cid in by_id:
-            out.append(by_id[cid])
-            cid = _parent(by_id[cid])
-        return out[::-1]
-
-    # the head is what get_tuple returns: the greatest id
-    main = {_id(t) for t in line(_id(tuples[-1]))} if tuples else set()
-    if fork_checkpoint_id and fork_checkpoint_id not in by_id:
-        raise HistoryNotRewritable(f"fork checkpoint {fork_checkpoint_id!r} is not in thread {thread!r}")
-    prefix = line(fork_checkpoint_id)
-    for t in prefix:
-        if holds(t):
-            raise HistoryNotRewritable(f"checkpoint {_id(t)} before the fork holds the target")
-    kept = {_id(t) for t in prefix}
-    side = []
-    for t in tuples:  # oldest first: a parent is decided before its children
-        if _id(t) not in main and _id(t) not in kept and _parent(t) in kept and not holds(t):
-            kept.add(_id(t))
-            side.append(t)
-
-    scratch = reader.root(suffix_thread)
-    seed = []
-    while len(seed) < len(scratch) and (scratch[len(seed)].metadata or {}).get("source") == "update":
-        seed.append(scratch[len(seed)])
-    suffix = scratch[len(seed):]
-    for t in suffix:
-        if holds(t):
-            raise HistoryNotRewritable(f"counterfactual checkpoint {_id(t)} of {suffix_thread!r} holds the target")
-    fork_id = _id(prefix[-1]) if prefix else None
-    head = _id(suffix[-1]) if suffix else fork_id
-    after = []  # the turns after the commit, on the head's line
-    mainline = line(_id(tuples[-1])) if tuples and continue_after is not None else []
-    commits = [i for i, t in enumerate(mainline) if continue_after(t.metadata or {})] if mainline else []
-    if commits:
-        after = mainline[commits[-1] + 1:]
-        for t in after:
-            if holds(t):
-                raise HistoryNotRewritable(f"checkpoint {_id(t)} after the commit holds the target")
-    # a side branch newer than the new head would become the head: drop it (and its descendants)
-    side = [t for t in side if head is not None and _id(t) < head]
-    seed_ids = {_id(t) for t in seed}
-    parents = {_id(t): fork_id for t in suffix if _parent(t) is None or _parent(t) in seed_ids}
-    # the seed stands for the fork's state: the suffix's steps continue the fork's
-    step = lambda ts, i: (ts[i].metadata or {}).get("step", 0) if ts else 0  # noqa: E731
-    shift = (step(prefix, -1) - step(seed, -1)) if seed else (step(prefix, -1) + 1 - step(suffix, 0))
-    shift = shift if prefix else 0
+    p = plan_rewrite(saver, thread, tuples, reader.root(suffix_thread), fork_checkpoint_id=fork_checkpoint_id,
+                     suffix_thread=suffix_thread, holds=reader.holds, holds_value=reader.holds_target,
+                     continue_after=continue_after, specs=specs)
+    prefix, side, suffix, after, parents, shift, head, mat = (p.prefix, p.side, p.suffix, p.after, p.parents,
+                                                              p.shift, p.head, p.materialize)
 
     taken: set[str] = set()  # (the stage was emptied above)
     written: list[CheckpointTuple] = []
     ids = _copy(saver, prefix + sorted(side, key=_id), stage_thread, scrub=None, rename_to=thread,
-                meta_update=marker, taken=taken, written=written)
+                meta_update=marker, taken=taken, written=written, materialize=mat, specs=specs)
     _copy(saver, suffix, stage_thread, scrub=suffix_thread, rename_to=thread, meta_update=marker,
-          parents=parents, ids=ids, step_shift=shift, taken=taken, written=written)
+          parents=parents, ids=ids, step_shift=shift, taken=taken, written=written, materialize=mat, specs=specs)
     if after:
         _copy(saver, after, stage_thread, scrub=None, rename_to=thread, parents={_id(after[0]): ids.get(head or "")},
-              ids=ids, taken=taken, written=written)
+              ids=ids, taken=taken, written=written, materialize=mat, specs=specs)
     reader.written(stage_thread)
     kept_n = len(prefix) + len(side) + len(after)
     return StagedHistory(kept=kept_n, suffix=len(suffix), dropped=len(tuples) - kept_n, stage_thread=stage_thread,
                          head=_id(tuples[-1]) if tuples else None, written=written)
+
+
+def _rebuilt_values(saver: BaseCheckpointSaver, specs: dict[str, BaseChannel], staged: list[CheckpointTuple],
+                    moved: list[CheckpointTuple]) -> dict[str, dict[str, Any]]:
+    """old id -> {channel: value} to store in each staged checkpoint whose rebuilt value would
+    change: the ``moved`` (re-parented) ones, and any staged one sharing such a channel version
+    (a saver storing one blob per version, e.g. PostgreSQL's, must not see two values of one)."""
+    if not specs:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    by_version: dict[tuple[str, Any], Any] = {}
+    for t in moved:
+        names = _unstored(t, specs)
+        if names:
+            vals = {k: channel_value(saver, specs[k], k, t) for k in names}
+            out[_id(t)] = vals
+            versions = t.checkpoint.get("channel_versions", {})
+            by_version.update({(k, versions[k]): v for k, v in vals.items()})
+    if by_version:
+        for t in staged:
+            versions = t.checkpoint.get("channel_versions", {})
+            same = {k: by_version[(k, versions[k])] for k in _unstored(t, specs) if (k, versions[k]) in by_version}
+            if same:
+                out.setdefault(_id(t), {}).update(same)
+    return out
 
 
 def swap_in(saver: BaseCheckpointSaver, thread: str, stage_thread: str,

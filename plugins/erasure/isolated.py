@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db", "-wal", "-shm", "-journal")
@@ -35,15 +36,38 @@ def scan_isolated(paths: list[str], target: str | None = None, *, needles: list[
     """``{path: {"copies": n, "forms": {...}, "sha256": hex or None, "error": str or None}}``,
     read in a child process: copies of ``target`` in every form it takes on disk, or of the
     literal byte strings ``needles`` (e.g. destroyed key bytes). Missing files are left out."""
+    return start_scan(paths, target, needles=needles, digests=digests, timeout=timeout)()
+
+
+def start_scan(paths: list[str], target: str | None = None, *, needles: list[bytes] = (),
+               digests: bool = False, timeout: float = 600) -> Callable[[], dict[str, dict]]:
+    """:func:`scan_isolated` begun: the child reads the files while this process goes on (e.g.
+    judges a saver's rows); the function returned waits for it and returns the same answer."""
     if not paths:
-        return {}
+        return dict
     req = json.dumps({"paths": paths, "target": target, "needles": [n.hex() for n in needles],
                       "digests": digests})
-    res = subprocess.run([sys.executable, "-I", "-m", "unsee.plugins.erasure.isolated"], input=req,
-                         capture_output=True, text=True, timeout=timeout)
-    if res.returncode != 0:
-        raise OSError(f"the isolated scan failed: {res.stderr.strip()[-500:]}")
-    return json.loads(res.stdout)
+    proc = subprocess.Popen([sys.executable, "-I", "-m", "unsee.plugins.erasure.isolated"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        proc.stdin.write(req)  # (the child reads all of stdin before it writes anything)
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass  # the child died at start: its stderr says why, below
+    proc.stdin = None  # closed: communicate() must not flush it
+
+    def result() -> dict[str, dict]:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+        if proc.returncode != 0:
+            raise OSError(f"the isolated scan failed: {err.strip()[-500:]}")
+        return json.loads(out)
+
+    return result
 
 
 def _child() -> None:

@@ -25,12 +25,17 @@ Limits (what this does NOT encrypt):
   by destroying that shared key;
 - after a shred every read of that thread raises :class:`KeyDestroyed`, and so
   does ``list(None)`` across all threads; ``delete_thread`` works without the
-  key. A key destroyed elsewhere is gone here at the next read: no key is
-  cached in memory.
+  key (and destroys the thread's keys). A key destroyed elsewhere is gone here
+  at the next read: no key is cached in memory.
+
+:class:`EncryptingSaver` has exactly the optional methods (``copy_thread``,
+``prune``, ``delete_for_runs``, ...) of the saver it wraps, and keeps the keys in
+step with them: see its docstring for what each guarantees.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import os
 import secrets
@@ -52,8 +57,8 @@ from unsee.middleware.errors import UnseeError
 
 from .sqlite_scrub import scrub
 
-__all__ = ["EncryptingSaver", "KeyDestroyed", "KeyStore", "ThreadCipher", "current_thread",
-           "encrypted_serde", "encrypting"]
+__all__ = ["EncryptingSaver", "KeyDestroyed", "KeyStore", "OPTIONAL_METHODS", "RekeyUnsupported", "ThreadCipher",
+           "current_thread", "encrypted_serde", "encrypting", "implemented"]
 
 #: The thread whose key encrypts the next value; None -> the shared key (thread "").
 current_thread: contextvars.ContextVar[str | None] = contextvars.ContextVar("unsee_current_thread", default=None)
@@ -207,10 +212,66 @@ def _thread_of(config: dict) -> Iterator[None]:
         current_thread.reset(token)
 
 
+class RekeyUnsupported(UnseeError, NotImplementedError):
+    """The wrapped saver's storage is not one :class:`EncryptingSaver` can re-encrypt in place
+    (needed by ``copy_thread`` and ``prune(strategy="keep_latest")``); nothing was changed."""
+
+
+#: BaseCheckpointSaver methods a saver may or may not implement. An EncryptingSaver has each one
+#: exactly when the saver it wraps has it (LangGraph and its conformance suite detect a capability
+#: by ``type(saver).<method> is not BaseCheckpointSaver.<method>``).
+OPTIONAL_METHODS = ("get_tuple", "list", "put", "put_writes", "delete_thread", "delete_for_runs", "copy_thread",
+                    "prune", "get_delta_channel_history", "get_next_version",
+                    "aget_tuple", "alist", "aput", "aput_writes", "adelete_thread", "adelete_for_runs",
+                    "acopy_thread", "aprune", "aget_delta_channel_history")
+
+
+def implemented(saver_type: type, method: str) -> bool:
+    """Whether ``saver_type`` overrides ``BaseCheckpointSaver.<method>`` (how LangGraph's suite detects it)."""
+    return getattr(saver_type, method, None) is not getattr(BaseCheckpointSaver, method, None)
+
+
 class EncryptingSaver(BaseCheckpointSaver):
-    """Delegates everything to ``inner`` (whose serde must be :func:`encrypted_serde` over
-    ``store``), setting :data:`current_thread` from ``config["configurable"]["thread_id"]``
-    around every write so each value is encrypted under its own thread's key."""
+    """Delegates to ``inner`` (whose serde must be :func:`encrypted_serde` over ``store``),
+    setting :data:`current_thread` from ``config["configurable"]["thread_id"]`` around every
+    write so each value is encrypted under its own thread's key.
+
+    ``EncryptingSaver(inner, store)`` returns an instance of a subclass that has exactly the
+    :data:`OPTIONAL_METHODS` ``type(inner)`` implements, sync and async (so a capability the
+    inner saver lacks is not advertised); ``isinstance(x, EncryptingSaver)`` holds for all.
+
+    Key bookkeeping (each only where the inner saver has the method):
+
+    - ``delete_thread(t)`` / ``prune([t], strategy="delete")``: the rows are deleted first,
+      then every key of ``t`` is destroyed. A crash between the two leaves no rows and a live
+      key: calling it again destroys the key. (A ``t`` written again later gets a new key.)
+    - ``prune([t], strategy="keep_latest")``: the inner saver prunes; then ``t`` gets a new key
+      (:meth:`KeyStore.rotate`), every value it kept is re-encrypted under it in one transaction
+      of the inner saver's storage, and only then are ``t``'s old keys destroyed: the kept
+      checkpoints stay readable, the pruned ones' ciphertext (anywhere it survives: WAL,
+      backups) is unreadable. A crash at any point leaves every kept value under a key that
+      still exists (the old keys are destroyed last); calling it again finishes the shred.
+    - ``copy_thread(src, dst)``: the inner saver copies, then :meth:`rekey_thread` re-encrypts
+      ``dst``'s values under ``dst``'s own key, so destroying either thread's keys leaves the
+      other readable. Until it returns (or after a crash inside it) the copy may still depend on
+      ``src``'s keys: call :meth:`rekey_thread` on ``dst`` (idempotent) before shredding ``src``.
+    - ``delete_for_runs``: delegated; the remaining checkpoints keep their keys (and stay
+      readable). The deleted runs' ciphertext is NOT shredded: it shares its thread's key with
+      the checkpoints that remain.
+
+    Re-encryption in place is implemented for ``InMemorySaver`` (and subclasses),
+    ``PostgresSaver`` and ``AsyncPostgresSaver``; over another storage ``copy_thread`` and
+    ``prune(keep_latest)`` raise :class:`RekeyUnsupported` before changing anything.
+    """
+
+    _variants: dict[frozenset[str], type] = {}
+    _variants_lock = threading.Lock()
+
+    def __new__(cls, inner: BaseCheckpointSaver | None = None, store: KeyStore | None = None):
+        # (no arguments: copy.copy / pickle re-creating an instance of a variant)
+        if cls is EncryptingSaver and inner is not None:
+            cls = _variant(frozenset(m for m in OPTIONAL_METHODS if implemented(type(inner), m)))
+        return super().__new__(cls)
 
     def __init__(self, inner: BaseCheckpointSaver, store: KeyStore):
         if not _ours(inner.serde, store):
@@ -221,6 +282,80 @@ class EncryptingSaver(BaseCheckpointSaver):
     @property
     def config_specs(self) -> list:
         return self.inner.config_specs
+
+    def with_allowlist(self, extra_allowlist) -> EncryptingSaver:
+        inner = self.inner.with_allowlist(extra_allowlist)
+        return self if inner is self.inner else EncryptingSaver(inner, self.store)
+
+    # --- re-encryption in place -------------------------------------------------------------
+
+    def rekey_thread(self, thread_id: str) -> int:
+        """Re-encrypt every value of ``thread_id`` that is not under one of its own keys (e.g. a
+        copy's values, under the source thread's keys) under its active key; returns how many.
+        Idempotent; one transaction of the inner saver's storage. :class:`RekeyUnsupported` over
+        a storage it cannot rewrite, :class:`KeyDestroyed` (nothing changed) when a value's key
+        is already gone."""
+        thread = str(thread_id)
+        rows = _rows(self.inner)
+        new = self.store.key_for(thread)[0]
+        return rows.rekey(thread, self._converter(new, keep=set(self.store.kids_of(thread))))
+
+    async def arekey_thread(self, thread_id: str) -> int:
+        """Async :meth:`rekey_thread`."""
+        thread = str(thread_id)
+        rows = _rows(self.inner)
+        new = (await asyncio.to_thread(self.store.key_for, thread))[0]
+        keep = set(await asyncio.to_thread(self.store.kids_of, thread))
+        return await rows.arekey(thread, self._converter(new, keep=keep))
+
+    def _converter(self, new_kid: str, keep: set[str]) -> Callable[[str, bytes], tuple[str, bytes] | None]:
+        """(type, data) -> the same value under ``new_kid``; None when it is not ours or already
+        under a kid in ``keep``. Works on the ciphertext: nothing is deserialized."""
+        new_key, mark = self.store.key(new_kid), "+" + PREFIX
+        keep = keep | {new_kid}
+
+        def convert(typ: str, data: bytes) -> tuple[str, bytes] | None:
+            if not isinstance(typ, str) or mark not in typ or data is None:
+                return None
+            base, kid = typ.rsplit(mark, 1)
+            if kid in keep:
+                return None
+            data = bytes(data)
+            plain = AESGCM(self.store.key(kid)).decrypt(data[:12], data[12:], kid.encode())
+            nonce = os.urandom(12)
+            return f"{base}{mark}{new_kid}", nonce + AESGCM(new_key).encrypt(nonce, plain, new_kid.encode())
+
+        return convert
+
+    def _rotate_rekey_destroy(self, thread: str, old: list[str]) -> None:
+        """prune(keep_latest)'s key bookkeeping for one thread (class docstring)."""
+        if not old:  # nothing of this thread was ever encrypted here
+            return
+        new = self.store.rotate(thread)[1]
+        _rows(self.inner).rekey(thread, self._converter(new, keep=set()))
+        self.store.destroy(old)
+
+    async def _arotate_rekey_destroy(self, thread: str, old: list[str]) -> None:
+        if not old:
+            return
+        new = (await asyncio.to_thread(self.store.rotate, thread))[1]
+        await _rows(self.inner).arekey(thread, self._converter(new, keep=set()))
+        await asyncio.to_thread(self.store.destroy, old)
+
+    def _shred(self, thread: str) -> None:
+        if self.store.kids_of(thread):  # (no key: skip the key store's VACUUM)
+            self.store.shred(thread)
+
+
+def _thread_list(thread_ids) -> list[str]:
+    if isinstance(thread_ids, str):
+        raise TypeError("thread_ids must be a sequence of thread IDs, not a str")
+    return [str(t) for t in thread_ids]
+
+
+class _Methods:
+    """The implementations of :data:`OPTIONAL_METHODS`; each EncryptingSaver variant gets those
+    its inner saver has."""
 
     def get_tuple(self, config):
         return self.inner.get_tuple(config)
@@ -237,27 +372,39 @@ class EncryptingSaver(BaseCheckpointSaver):
             return self.inner.put_writes(config, writes, task_id, task_path)
 
     def delete_thread(self, thread_id: str) -> None:
-        return self.inner.delete_thread(thread_id)
+        self.inner.delete_thread(thread_id)  # rows first: a crash after it leaves a key, never unreadable rows
+        self._shred(str(thread_id))
 
     def delete_for_runs(self, run_ids) -> None:
         return self.inner.delete_for_runs(run_ids)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        # re-keying is not done here: copied values stay under the source thread's keys
-        return self.inner.copy_thread(source_thread_id, target_thread_id)
+        _rows(self.inner)  # RekeyUnsupported before anything is copied
+        self.store.key_for(str(target_thread_id))  # the target's own key exists before its rows
+        self.inner.copy_thread(source_thread_id, target_thread_id)
+        self.rekey_thread(target_thread_id)
 
     def prune(self, thread_ids, *, strategy: str = "keep_latest") -> None:
-        return self.inner.prune(thread_ids, strategy=strategy)
+        threads = _thread_list(thread_ids)
+        if strategy != "keep_latest":  # "delete" (an unknown strategy: the inner saver's error)
+            self.inner.prune(threads, strategy=strategy)
+            if strategy == "delete":
+                for t in threads:
+                    self._shred(t)
+            return
+        if _async_only(self.inner):  # e.g. AsyncPostgresSaver: its storage is reached from its loop
+            return _on_loop(self.inner, self.aprune(threads, strategy=strategy))
+        _rows(self.inner)  # RekeyUnsupported before anything is pruned
+        old = {t: self.store.kids_of(t) for t in threads}
+        self.inner.prune(threads, strategy=strategy)
+        for t in threads:
+            self._rotate_rekey_destroy(t, old[t])
 
     def get_delta_channel_history(self, *, config, channels):
         return self.inner.get_delta_channel_history(config=config, channels=channels)
 
     def get_next_version(self, current, channel):
         return self.inner.get_next_version(current, channel)
-
-    def with_allowlist(self, extra_allowlist) -> EncryptingSaver:
-        inner = self.inner.with_allowlist(extra_allowlist)
-        return self if inner is self.inner else EncryptingSaver(inner, self.store)
 
     async def aget_tuple(self, config):
         return await self.inner.aget_tuple(config)
@@ -275,19 +422,187 @@ class EncryptingSaver(BaseCheckpointSaver):
             return await self.inner.aput_writes(config, writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:
-        return await self.inner.adelete_thread(thread_id)
+        await self.inner.adelete_thread(thread_id)
+        await asyncio.to_thread(self._shred, str(thread_id))
 
     async def adelete_for_runs(self, run_ids) -> None:
         return await self.inner.adelete_for_runs(run_ids)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        return await self.inner.acopy_thread(source_thread_id, target_thread_id)
+        _rows(self.inner)
+        await asyncio.to_thread(self.store.key_for, str(target_thread_id))
+        await self.inner.acopy_thread(source_thread_id, target_thread_id)
+        await self.arekey_thread(target_thread_id)
 
     async def aprune(self, thread_ids, *, strategy: str = "keep_latest") -> None:
-        return await self.inner.aprune(thread_ids, strategy=strategy)
+        threads = _thread_list(thread_ids)
+        if strategy != "keep_latest":
+            await self.inner.aprune(threads, strategy=strategy)
+            if strategy == "delete":
+                for t in threads:
+                    await asyncio.to_thread(self._shred, t)
+            return
+        _rows(self.inner)
+        old = {t: await asyncio.to_thread(self.store.kids_of, t) for t in threads}
+        await self.inner.aprune(threads, strategy=strategy)
+        for t in threads:
+            await self._arotate_rekey_destroy(t, old[t])
 
     async def aget_delta_channel_history(self, *, config, channels):
         return await self.inner.aget_delta_channel_history(config=config, channels=channels)
+
+
+def _variant(methods: frozenset[str]) -> type:
+    """The EncryptingSaver subclass with exactly ``methods`` of :data:`OPTIONAL_METHODS` (cached)."""
+    with EncryptingSaver._variants_lock:
+        cls = EncryptingSaver._variants.get(methods)
+        if cls is None:
+            body = {m: _Methods.__dict__[m] for m in OPTIONAL_METHODS if m in methods}
+            body.update(__module__=__name__, __qualname__="EncryptingSaver", __doc__=EncryptingSaver.__doc__)
+            cls = EncryptingSaver._variants[methods] = type("EncryptingSaver", (EncryptingSaver,), body)
+        return cls
+
+
+def _async_only(inner: BaseCheckpointSaver) -> bool:
+    try:
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    except ImportError:  # pragma: no cover - the postgres extra is not installed
+        return False
+    return isinstance(inner, AsyncPostgresSaver)
+
+
+def _on_loop(inner: Any, coro) -> Any:
+    """Run ``coro`` on ``inner``'s event loop from another thread (as LangGraph's async savers'
+    own sync methods do)."""
+    try:
+        if asyncio.get_running_loop() is inner.loop:
+            coro.close()
+            raise asyncio.InvalidStateError("synchronous calls to an async saver are only allowed from a "
+                                            "different thread: use the async method (e.g. aprune)")
+    except RuntimeError:
+        pass
+    return asyncio.run_coroutine_threadsafe(coro, inner.loop).result()
+
+
+Convert = Callable[[str, bytes], "tuple[str, bytes] | None"]
+
+
+class _MemoryRows:
+    """In-place re-encryption of one thread's values in an ``InMemorySaver``'s dicts. All new
+    values are computed before any is stored: a failing decrypt changes nothing."""
+
+    def __init__(self, saver: Any):
+        self.saver = saver
+
+    def rekey(self, thread: str, convert: Convert) -> int:
+        s = self.saver
+        updates: list[Callable[[], None]] = []
+
+        def conv(value):
+            return convert(*value) if isinstance(value, tuple) and len(value) == 2 else None
+
+        for ns, cps in (s.storage.get(thread) or {}).items():
+            for cid, (ckpt, meta, parent) in list(cps.items()):
+                c, m = conv(ckpt), conv(meta)
+                if c or m:
+                    updates.append(lambda cps=cps, cid=cid, v=(c or ckpt, m or meta, parent): cps.__setitem__(cid, v))
+        for key, ws in list(s.writes.items()):
+            if key[0] == thread:
+                for ik, (task_id, channel, value, task_path) in list(ws.items()):
+                    if new := conv(value):
+                        updates.append(lambda ws=ws, ik=ik, v=(task_id, channel, new, task_path): ws.__setitem__(ik, v))
+        for key, value in list(s.blobs.items()):
+            if key[0] == thread and (new := conv(value)):
+                updates.append(lambda key=key, v=new: s.blobs.__setitem__(key, v))
+        for apply in updates:
+            apply()
+        return len(updates)
+
+    async def arekey(self, thread: str, convert: Convert) -> int:
+        return self.rekey(thread, convert)
+
+
+#: (table, its key columns besides thread_id) of PostgresSaver's serialized values
+_PG_TABLES = (("checkpoint_blobs", ("checkpoint_ns", "channel", "version")),
+              ("checkpoint_writes", ("checkpoint_ns", "checkpoint_id", "task_id", "idx")))
+
+
+def _pg_sql(table: str, keys: tuple[str, ...]) -> tuple[str, str]:
+    select = (f"SELECT {', '.join(keys)}, type, blob FROM {table} WHERE thread_id = %s "
+              f"AND type LIKE %s ORDER BY {', '.join(keys)} FOR UPDATE")
+    update = (f"UPDATE {table} SET type = %s, blob = %s WHERE thread_id = %s AND "
+              + " AND ".join(f"{k} = %s" for k in keys))
+    return select, update
+
+
+def _pg_updates(rows: list[dict], keys: tuple[str, ...], thread: str, convert: Convert) -> list[tuple]:
+    out = []
+    for r in rows:
+        if new := convert(r["type"], r["blob"]):
+            out.append((new[0], new[1], thread, *(r[k] for k in keys)))
+    return out
+
+
+class _PostgresRows:
+    """In-place re-encryption of one thread's blobs and writes in ``PostgresSaver``'s tables,
+    in one transaction (``checkpoints`` holds no serialized value: plain JSONB, see module docstring)."""
+
+    def __init__(self, saver: Any):
+        self.saver = saver
+
+    def rekey(self, thread: str, convert: Convert) -> int:
+        n = 0
+        with self.saver._cursor() as cur, cur.connection.transaction():
+            for table, keys in _PG_TABLES:
+                select, update = _pg_sql(table, keys)
+                cur.execute(select, (thread, f"%+{PREFIX}%"))
+                updates = _pg_updates(cur.fetchall(), keys, thread, convert)
+                if updates:
+                    cur.executemany(update, updates)
+                n += len(updates)
+        return n
+
+    async def arekey(self, thread: str, convert: Convert) -> int:
+        return await asyncio.to_thread(self.rekey, thread, convert)
+
+
+class _AsyncPostgresRows(_PostgresRows):
+    """The same for ``AsyncPostgresSaver`` (its connection is used from its own loop)."""
+
+    def rekey(self, thread: str, convert: Convert) -> int:
+        return _on_loop(self.saver, self.arekey(thread, convert))
+
+    async def arekey(self, thread: str, convert: Convert) -> int:
+        n = 0
+        async with self.saver._cursor() as cur:
+            async with cur.connection.transaction():
+                for table, keys in _PG_TABLES:
+                    select, update = _pg_sql(table, keys)
+                    await cur.execute(select, (thread, f"%+{PREFIX}%"))
+                    updates = _pg_updates(await cur.fetchall(), keys, thread, convert)
+                    if updates:
+                        await cur.executemany(update, updates)
+                    n += len(updates)
+        return n
+
+
+def _rows(inner: BaseCheckpointSaver) -> _MemoryRows | _PostgresRows:
+    """How ``inner``'s stored values are re-encrypted in place; :class:`RekeyUnsupported` if unknown."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    if isinstance(inner, InMemorySaver):
+        return _MemoryRows(inner)
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    except ImportError:  # pragma: no cover - the postgres extra is not installed
+        PostgresSaver = AsyncPostgresSaver = ()  # type: ignore[assignment,misc]
+    if isinstance(inner, AsyncPostgresSaver):
+        return _AsyncPostgresRows(inner)
+    if isinstance(inner, PostgresSaver):
+        return _PostgresRows(inner)
+    raise RekeyUnsupported(f"cannot re-encrypt {type(inner).__name__}'s stored values in place: copy_thread and "
+                           "prune(strategy='keep_latest') are refused over it (nothing was changed)")
 
 
 def encrypting(saver: BaseCheckpointSaver | Callable[..., BaseCheckpointSaver], store: KeyStore) -> EncryptingSaver:

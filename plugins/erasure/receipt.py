@@ -116,6 +116,10 @@ class RouteReceipt(BaseModel):
     value_copies_after: NonNegativeInt | None = None
     files: dict[str, str] = Field(default_factory=dict)  # path -> sha256 of the file after erasure
     notes: list[str] = Field(default_factory=list)
+    #: copies other sessions hold on this route after erasure (session -> copies): not in this
+    #: erasure's scope, so not in ``copies_after``; None when there are none (the signed bytes of
+    #: a receipt without any are those of receipts written before this field existed)
+    other_sessions: dict[str, NonNegativeInt] | None = None
 
 
 class Receipt(BaseModel):
@@ -132,6 +136,9 @@ class Receipt(BaseModel):
     unreachable: list[str]
     created_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
     public_key: str
+    #: copies other sessions hold after erasure, every route (session -> copies): listed, not in
+    #: this erasure's scope; None when there are none (signed as if absent, like older receipts)
+    other_sessions: dict[str, NonNegativeInt] | None = None
     signature: str | None = None  # base64 of the Ed25519 signature of canonical_bytes
 
     @field_validator("version")
@@ -152,6 +159,11 @@ class Receipt(BaseModel):
 def canonical_bytes(receipt: Receipt) -> bytes:
     """The signed bytes: the receipt without signature as JSON, keys sorted, no spaces, UTF-8."""
     data = receipt.model_copy(update={"signature": None}).model_dump(mode="json")
+    if data.get("other_sessions") is None:
+        data.pop("other_sessions", None)
+    for route in data.get("routes", []):
+        if route.get("other_sessions") is None:  # absent and None sign the same (older receipts)
+            route.pop("other_sessions", None)
     return json.dumps(data, sort_keys=True, separators=(",", ":")).encode("utf-8")
 
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from .forms import Form, holds_target
 from .ports import ErasureContext
-from .isolated import is_sqlite_family, scan_isolated
+from .isolated import is_sqlite_family, scan_isolated, start_scan
 from .scan import scan_file, sqlite_files
 
 
@@ -50,6 +50,13 @@ class Scope:
     #: SQLite files already read for this audit (path -> hit, None: no such file), filled in
     #: one child process for every route by :func:`prefetch_byte_scans`
     byte_scans: dict[str, dict | None] = field(default_factory=dict, compare=False, repr=False)
+    #: that child process while it runs (:meth:`settle` waits for it)
+    pending_scans: list[Callable[[], None]] = field(default_factory=list, compare=False, repr=False)
+
+    def settle(self) -> None:
+        """Wait for the byte scans :func:`prefetch_byte_scans` began, into ``byte_scans``."""
+        while self.pending_scans:
+            self.pending_scans.pop(0)()
 
     def holds(self, text: str) -> bool:
         return holds_target(text, self.target)
@@ -65,6 +72,20 @@ class RouteAudit:
     #: copies present before the target was observed (the source, kept by design)
     source_copies: int = 0
     notes: list[str] = field(default_factory=list)
+    #: copies other sessions own (session -> {where: copies}): listed, never counted in this
+    #: scope's ``copies`` (``owners.py`` attributes them; docs/erasure.md "Many sessions in one home")
+    other_sessions: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def other_copies(self) -> dict[str, int]:
+        """Copies per other session (only sessions that hold some)."""
+        return {s: n for s, w in self.other_sessions.items() if (n := sum(w.values()))}
+
+    def add_other(self, session: str, where: str, copies: int) -> None:
+        """Count ``copies`` at ``where`` as ``session``'s (another session than the scope's)."""
+        if copies:
+            got = self.other_sessions.setdefault(session, {})
+            got[where] = got.get(where, 0) + copies
 
     @property
     def copies(self) -> int:
@@ -75,6 +96,7 @@ class RouteAudit:
         """Byte copies in ``paths`` (SQLite files read in a child process: ``isolated.py``)."""
         paths = [Path(p) for p in paths]
         lite = [str(p) for p in paths if is_sqlite_family(p)]
+        scope.settle()
         known = scope.byte_scans
         hits = {p: known[p] for p in lite if known.get(p) is not None}
         hits.update(scan_isolated([p for p in lite if p not in known], scope.target))
@@ -89,10 +111,16 @@ class RouteAudit:
 
 def prefetch_byte_scans(scope: Scope, routes: Sequence["Route"]) -> None:
     """Read every route's SQLite files for ``scope``'s target in one child process (a child
-    per route costs tens of milliseconds each); clear ``scope.byte_scans`` after the audit."""
+    per route costs tens of milliseconds each); clear ``scope.byte_scans`` after the audit.
+
+    Returns once the child has started: it reads the files while the routes judge their
+    values (a saver's rows, row_audit.py); :meth:`Scope.settle` (called by
+    :meth:`RouteAudit.add_files`) waits for it. Call ``scope.settle()`` when no route reads files."""
+    scope.settle()  # a scan an earlier audit began and no route waited for: reaped, then dropped
+    scope.byte_scans.clear()
     lite = sorted({str(p) for r in routes for p in r.files(scope) if is_sqlite_family(p)})
-    found = scan_isolated(lite, scope.target)
-    scope.byte_scans.update({p: found.get(p) for p in lite})
+    pending = start_scan(lite, scope.target)
+    scope.pending_scans.append(lambda: scope.byte_scans.update({p: pending().get(p) for p in lite}))
 
 
 class Route(abc.ABC):

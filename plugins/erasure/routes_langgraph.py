@@ -23,7 +23,8 @@ from typing import Any
 
 from unsee.middleware.faults import fault_point
 
-from . import history
+from . import history, history_sql
+from . import row_audit
 from .keys import EncryptingSaver
 from .journal import Journal
 from .routes import Route, RouteAudit, Scope, scrub_note, sqlite_route_files
@@ -88,10 +89,14 @@ class CheckpointHistoryRoute(Route):
     def audit(self, scope: Scope) -> RouteAudit:
         out = self._audit()
         total = holding = 0
-        reader = self._reader(scope)
         for thread in self.threads(scope):
-            n, h = history.history_holding(self.saver, thread, reader.holds_target, reader)
-            total, holding = total + n, holding + h
+            # from the stored rows where the saver's storage is readable (row_audit.py): only rows
+            # whose bytes can hide the target are decoded; else every checkpoint through the API
+            got = row_audit.history_rows_holding(self.saver, thread, scope.target, scope.forms)
+            if got is None:
+                reader = self._reader(scope)
+                got = history.history_holding(self.saver, thread, reader.holds_target, reader)
+            total, holding = total + got[0], holding + got[1]
         out.value_copies = holding
         out.notes.append(f"{holding} of {total} checkpoints hold the target")
         if self.path is not None:
@@ -110,6 +115,8 @@ class CheckpointHistoryRoute(Route):
         notes: list[str] = []
         saver, thread, reader = self.saver, scope.session, self._reader(scope)
         pending = self._pending(scope)
+        # the keys held now: the saver's delete_thread may destroy some of them during the rewrite
+        held = self._held_keys(scope) if self.keys is not None else {}
         if pending:
             history.check_rewritable(self.agent)  # HistoryNotRewritable before anything changes
         if not pending and history.history_holding(saver, thread, reader.holds_target, reader)[1]:
@@ -130,7 +137,7 @@ class CheckpointHistoryRoute(Route):
         if moved:
             notes.append(f"{moved} recorded checkpoints now point at the rewritten thread")
         if self.keys is not None:
-            notes.append(self._shred(scope))
+            notes.append(self._shred(scope, held))
         if self.conn is not None and self.path is not None:
             res = scrub(self.conn, lock=self.lock)
             notes.append(scrub_note(res))
@@ -161,6 +168,8 @@ class CheckpointHistoryRoute(Route):
         staged = None
         if journal.get(key) == "swapped":
             return notes
+        if journal.get(key) is None and self.keys is None and history_sql.sqlite_saver_conn(saver) is not None:
+            return self._rewrite_in_place(scope, event_id, scratch, fork, reader, journal, key)
         head = saver.get_tuple(history.config_of(thread))
         head_id = head.config["configurable"]["checkpoint_id"] if head else None
         moved = journal.get(key) in ("staged", "swapping") and journal.get(f"{key}:head") != head_id
@@ -175,7 +184,7 @@ class CheckpointHistoryRoute(Route):
                 start = history.before_turn(saver, thread, fork["checkpoint_id"]) if fork else None
                 staged = history.stage_rewrite(
                     saver, thread, fork_checkpoint_id=start, suffix_thread=scratch, stage_thread=stage,
-                    holds_target=reader.holds_target, reader=reader,
+                    holds_target=reader.holds_target, reader=reader, specs=history.delta_specs(self.agent),
                     marker={"unsee_rewritten": scope.event_id or "erase", "unsee_commit": event_id},
                     continue_after=lambda meta: meta.get("unsee_commit") == event_id)
                 notes.append(f"history staged: {staged.kept} kept + {staged.suffix} counterfactual checkpoints; "
@@ -196,24 +205,48 @@ class CheckpointHistoryRoute(Route):
         notes.append(f"history swapped in ({n} checkpoints)")
         return notes
 
-    def _shred(self, scope: Scope) -> str:
+    def _rewrite_in_place(self, scope: Scope, event_id: str, scratch: str, fork: dict | None,
+                          reader: history.ThreadReader, journal: Journal, key: str) -> list[str]:
+        """A plain SqliteSaver: the suffix rewritten with SQL in one transaction (history_sql.py)."""
+        saver, thread = self.saver, scope.session
+        start = history.before_turn(saver, thread, fork["checkpoint_id"]) if fork else None
+        done = history_sql.rewrite_sqlite(
+            saver, thread, fork_checkpoint_id=start, suffix_thread=scratch, holds_target=reader.holds_target,
+            marker={"unsee_rewritten": scope.event_id or "erase", "unsee_commit": event_id},
+            continue_after=lambda meta: meta.get("unsee_commit") == event_id,
+            specs=history.delta_specs(self.agent), points=fault_point,
+            # (an earlier replay rewritten first checks nothing: its suffix may hold a later target)
+            holds_bytes=_never if reader.holds_target is _never else
+            (lambda data: any(f.regex.search(data) for f in scope.forms)))
+        reader.written(thread)
+        journal.set(**{key: "swapped"})
+        return [f"history rewritten in place: {done.kept} checkpoints kept untouched, {done.suffix} counterfactual "
+                f"ones row-copied, {done.dropped} deleted ({done.reencoded} values re-encoded)"]
+
+    def _held_keys(self, scope: Scope) -> dict[str, bytes]:
+        """kid -> key of every key of the thread and its scratch/stage threads, now."""
+        marks = (scope.session + SCRATCH_MARK, scope.session + STAGE_MARK)
+        threads = [t for t in self.keys.threads() if t == scope.session or t.startswith(marks)]
+        return {kid: self.keys.key(kid) for t in threads for kid in self.keys.kids_of(t)}
+
+    def _shred(self, scope: Scope, held: dict[str, bytes]) -> str:
         """Destroy every key of the scratch/stage threads and every key of the thread but its
         active one (the rewritten history is under that one; ciphertext left anywhere under the
-        old keys — WAL, backups, replicas — is unreadable from now on)."""
+        old keys — WAL, backups, replicas — is unreadable from now on), and prove the bytes of
+        those and of the ``held`` keys the saver's ``delete_thread`` already destroyed are gone."""
         active = self.keys.key_for(scope.session)[0]
-        # the scratch/stage threads are gone from the saver by now: find their keys in the key store
-        marks = (scope.session + SCRATCH_MARK, scope.session + STAGE_MARK)
-        gone = [kid for t in self.keys.threads() if t.startswith(marks) for kid in self.keys.kids_of(t)]
-        gone += [kid for kid in self.keys.kids_of(scope.session) if kid != active]
-        if not gone:
+        now = self._held_keys(scope)
+        gone = [kid for kid in now if kid != active]
+        secrets = {kid: key for kid, key in {**held, **now}.items() if kid != active}
+        if not secrets:
             return "no old encryption key to destroy"
-        secrets = [self.keys.key(kid) for kid in gone]
-        complete = self.keys.destroy(gone)
+        complete = self.keys.destroy(gone) if gone else True
+        secrets = list(secrets.values())
         # the key store is a route of its own kind: prove the destroyed key bytes are gone from it
         # (read in a child process: the key store's own connection keeps its locks)
         files = [str(p) for p in sqlite_route_files([self.keys.path]) if p.is_file()]
         left = sum(h["copies"] for h in scan_isolated(files, needles=secrets).values())
-        return (f"{len(gone)} old encryption keys destroyed; their bytes in {self.keys.path.name} (+wal, shm): "
+        return (f"{len(secrets)} old encryption keys destroyed; their bytes in {self.keys.path.name} (+wal, shm): "
                 f"{left}" + ("" if complete else " (the key store's WAL was not fully truncated)"))
 
 
@@ -234,9 +267,12 @@ class MemoryStoreRoute(Route):
 
     def audit(self, scope: Scope) -> RouteAudit:
         out = self._audit()
-        items = list(_all_items(self.inner))
-        out.value_copies = sum(1 for i in items if scope.holds(history.value_text(i.value)))
-        out.notes.append(f"{out.value_copies} of {len(items)} items hold the target")
+        got = row_audit.store_rows_holding(self.inner, scope.target, scope.forms)  # None: not read raw
+        if got is None:
+            items = list(_all_items(self.inner))
+            got = len(items), sum(1 for i in items if scope.holds(history.value_text(i.value)))
+        out.value_copies = got[1]
+        out.notes.append(f"{out.value_copies} of {got[0]} items hold the target")
         if self.path is not None:
             out.add_files(self.files(), scope)
         return out

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .forms import remove_forms
+from .owners import owner_of
 from .routes import Route, RouteAudit, Scope, scrub_note, sqlite_route_files
 from .sqlite_scrub import scrub
 
@@ -43,7 +44,13 @@ class RecordsRoute(Route):
         sessions = [scope.session, *self.records.sessions_like(scope.session + SCRATCH_MARK)]
         out.value_copies = sum(1 for s in sessions for *_, text in self.records.session_texts(s)
                                if scope.holds(text))
-        out.add_files(self.files(), scope)
+        if self.records.files():
+            out.add_files(self.files(), scope)  # other sessions' rows: attributed by owners.py
+        else:  # a database server: no bytes to read; other sessions' texts are listed as theirs
+            for s in self.records.sessions_like(""):
+                if owner_of(s) != scope.session:
+                    out.add_other(owner_of(s), "unsee's tables (stored texts)",
+                                  sum(1 for *_, text in self.records.session_texts(s) if scope.holds(text)))
         return out
 
     def erase(self, scope: Scope) -> list[str]:
@@ -88,7 +95,10 @@ class LedgerRoute(Route):
 
     def audit(self, scope: Scope) -> RouteAudit:
         out = self._audit()
-        out.value_copies = sum(1 for rec in self.ledger.calls() if self._holds(scope)(rec))
+        # the scope's calls count; another session's are that session's (their bytes in the
+        # ledger file are attributed to it by owners.py; erase() still redacts them: below)
+        out.value_copies = sum(1 for rec in self.ledger.calls() if self._holds(scope)(rec)
+                               and owner_of(rec.session) == scope.session)
         out.add_files(self.files(), scope)
         return out
 

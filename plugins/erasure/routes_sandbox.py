@@ -13,6 +13,11 @@ Files that were in the session's sandbox before the agent ran (its initial
 snapshot, e.g. the ticket a read tool returns) are the *source* of an
 observation, not a record of it: the audit counts them apart (``source``)
 and erasure leaves them.
+
+Many sessions share ``<home>/sandboxes``: this route claims every session's
+environments (the registry says whose each is), audits them all and lists
+other sessions' copies apart (``RouteAudit.other_sessions``: theirs, not in
+this erasure's scope); it erases only the scope's own.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from unsee.sandbox import (NotSupported, SandboxError, delete_item, deletion_ord
                            snapshot_item)
 
 from .forms import count_forms
+from .owners import owner_of
 from .routes import Route, RouteAudit, Scope
 
 log = logging.getLogger("unsee.erasure")
@@ -46,10 +52,19 @@ class SandboxRoute(Route):
         return item.backend == "local" and not Path(item.ref).resolve().is_relative_to(self.home)
 
     def files(self, scope: Scope | None = None) -> list:
-        """Local directories of the session's environments (the home scan leaves them to this route)."""
+        """Local directories of every session's environments (the home scan leaves them to this
+        route: another session's are attributed to it here, not counted as a writer without a
+        route)."""
         if scope is None:
             return []
-        return [Path(item.ref) for item, _ in self._items(scope.session) if item.backend == "local"]
+        return [Path(item.ref) for s in self._sessions(scope) for item, _ in self._items(s)
+                if item.backend == "local"]
+
+    def _sessions(self, scope: Scope) -> list[str]:
+        """The scope's session first, then every other recorded session (not scratch ones: a
+        replay's shadow is registered to its session)."""
+        others = [s for s in self.records.sessions_like("") if s != scope.session and owner_of(s) == s]
+        return [scope.session, *sorted(others)]
 
     def _keep(self, session: str) -> set[str]:
         """Snapshot keys the session still needs."""
@@ -91,20 +106,27 @@ class SandboxRoute(Route):
 
     def audit(self, scope: Scope) -> RouteAudit:
         out = self._audit()
-        source = self._source(scope.session)
-        for item, _ in self._items(scope.session):
-            copies = 0
-            try:
-                for path, data in read_item(item):
-                    n = sum(count_forms(data, scope.forms).values()) if data else 0
-                    if n and source.get(path) == data:
-                        out.source_copies += n  # present before the agent ran: the source
-                    else:
-                        copies += n
-            except (SandboxError, OSError) as exc:
-                out.notes.append(f"{item.describe()}: unreadable ({exc})")
-            if copies:
-                out.byte_copies[item.describe()] = copies
+        for session in self._sessions(scope):
+            mine = session == scope.session
+            source = self._source(session)
+            for item, _ in self._items(session):
+                copies = sources = 0
+                try:
+                    for path, data in read_item(item):
+                        n = sum(count_forms(data, scope.forms).values()) if data else 0
+                        if n and source.get(path) == data:
+                            sources += n  # present before the agent ran: the source
+                        else:
+                            copies += n
+                except (SandboxError, OSError) as exc:
+                    out.notes.append(f"{item.describe()}: unreadable ({exc})")
+                if mine:
+                    out.source_copies += sources
+                    if copies:
+                        out.byte_copies[item.describe()] = copies
+                else:  # another session's sandbox: its copies are listed as its own
+                    out.add_other(session, item.describe(), copies)
+                    out.add_other(session, f"{item.describe()} (source: there before the agent ran)", sources)
         return out
 
     def erase(self, scope: Scope) -> list[str]:

@@ -45,4 +45,9 @@ def erase_after(erasure: Any, flush: Callable[[], None], report: ForgetReport, s
         # the forget is committed; its record is not erased yet: said, never hidden
         return report.model_copy(update={"erased_clean": False, "notes": [*report.notes, (
             f"record not erased yet: {e}")]})
-    return report.model_copy(update={"receipt": str(result.path), "erased_clean": result.clean})
+    notes = list(report.notes)
+    if not result.clean:  # said on the report (the CLI exits 3), never only in the receipt
+        notes.append(f"record NOT erased clean: {result.after.copies} copies remain in this forget's scope "
+                     f"(see the receipt {result.path})")
+    return report.model_copy(update={"receipt": str(result.path), "erased_clean": result.clean, "notes": notes,
+                                     "also_held_by": result.after.other_sessions})

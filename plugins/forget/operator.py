@@ -79,6 +79,23 @@ def _masked(effect: SideEffect, target: str, hasher: Any) -> SideEffect:
                                                                                            mark)})
 
 
+def _fork_available(agent: Any, session: str):
+    """Whether a recorded checkpoint's LangGraph checkpoint is still in the agent's saver (a retention
+    policy may have pruned it); None (assume so) when no saver is known."""
+    saver = getattr(agent, "checkpointer", None)
+    if saver is None or not hasattr(saver, "get_tuple"):
+        return None
+
+    def available(cp) -> bool:
+        conf = {"thread_id": cp.langgraph_thread_id or session, "checkpoint_ns": "",
+                "checkpoint_id": cp.langgraph_checkpoint_id}
+        try:
+            return saver.get_tuple({"configurable": conf}) is not None
+        except Exception:  # (a saver that cannot read it: the fork reports that, as before)
+            return True
+    return available
+
+
 class Forgetter:
     """The forget operator over the ports of a ``ForgetContext`` (never the facade)."""
 
@@ -107,7 +124,8 @@ class Forgetter:
                     done.append(event_id)
         return done
 
-    def plan(self, session: str, event: RevocationEvent, strategy: Strategy | str = Strategy.B7) -> ReplayPlan:
+    def plan(self, session: str, event: RevocationEvent, strategy: Strategy | str = Strategy.B7,
+             agent: Any | None = None) -> ReplayPlan:
         strategy = Strategy.parse(strategy)  # UnknownStrategy
         sessions = self.ctx.sessions
         info = sessions.session(session)  # SessionNotFound
@@ -119,7 +137,9 @@ class Forgetter:
             if len(sources) > 1:
                 raise AmbiguousTarget(sources)
         hit = g.locate(event.target, event.source)  # TargetNotFound / InvalidArgument
-        return make_plan(g, hit, g.taint(hit), strategy)
+        runs = self.ctx.runs
+        return make_plan(g, hit, g.taint(hit), strategy,
+                         fork_available=_fork_available(agent or runs.agents.get(session) or runs.last_agent, session))
 
     def forget(self, session: str, event: RevocationEvent, strategy: Strategy | str = Strategy.B7, *,
                agent: Any | None = None, dry_run: bool = False, commit_result: bool = True, wait: bool = True,
@@ -159,7 +179,7 @@ class Forgetter:
                                 notes=["finished a commit interrupted earlier" if state != "done"
                                        else "this event was already applied"])
         self.recover(session, agent)
-        plan = self.plan(session, event, spec.strategy)
+        plan = self.plan(session, event, spec.strategy, agent)
         faults.point("plan")
         if dry_run:
             return describe(plan)

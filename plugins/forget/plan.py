@@ -11,9 +11,10 @@ interceptor walks in order. Nothing here executes anything.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from unsee.middleware.graph import ProvenanceGraph
+from unsee.middleware.graph import TURN_BOUNDARY, ProvenanceGraph
 from unsee.middleware.records import Artifact, ArtifactType, Checkpoint, Hit
 
 from .report import ForgetPlan, SideEffect
@@ -112,10 +113,25 @@ def recorded_turn(g: ProvenanceGraph, mt: Artifact, closure: frozenset[str]) -> 
                         mt.id in closure, mt.turn, mt.seq, prompt)
 
 
-def make_plan(g: ProvenanceGraph, hit: Hit, closure: frozenset[str], strategy: Strategy | str) -> ReplayPlan:
+def fork_point(g: ProvenanceGraph, tau: int, available: Callable[[Checkpoint], bool] | None = None) -> Checkpoint | None:
+    """The latest turn-boundary checkpoint at or before ``tau`` that ``available`` says can still be
+    forked from (a retention policy may have pruned its LangGraph checkpoint: docs/retention.md);
+    None when none is left: the replay then starts from the empty state, which re-runs the whole
+    session like B5 (B7's re-materialisation still applies) and reaches the same counterfactual."""
+    cands = [c for c in g.checkpoints if c.step <= tau and c.kind in TURN_BOUNDARY]
+    for c in reversed(cands):
+        if available is None or not c.langgraph_checkpoint_id or available(c):
+            return c
+    return None
+
+
+def make_plan(g: ProvenanceGraph, hit: Hit, closure: frozenset[str], strategy: Strategy | str, *,
+              fork_available: Callable[[Checkpoint], bool] | None = None) -> ReplayPlan:
+    """``fork_available``: whether a checkpoint's LangGraph checkpoint is still in the saver (None:
+    assume every one is)."""
     spec = Strategy.parse(strategy).spec  # UnknownStrategy
     entry = g.get(hit.artifact_id)
-    cp = g.fork_checkpoint(hit.step) if spec.forks_at_checkpoint else None
+    cp = fork_point(g, hit.step, fork_available) if spec.forks_at_checkpoint else None
     first_turn = cp.turn if cp is not None else 1
     fork_seq = cp.seq if cp is not None else 0
     last_turn = max((a.turn for a in g), default=first_turn)

@@ -105,7 +105,11 @@ class ForgetReport(ReplayCounts):
     also_forgotten: list["ForgetReport"] = Field(default_factory=list)
     #: the signed erasure receipt (``u.forget(..., erase=True)``, the default, after a committed replay)
     receipt: str | None = None
-    #: whether the audit after erasure found no copy on any route
+    #: whether the audit after erasure found no copy in this forget's scope (its session's
+    #: records, files and rows, and any copy no session owns); False: the CLI exits 3
     erased_clean: bool | None = None
+    #: copies of the target other sessions still hold after the erasure (session -> copies):
+    #: theirs, not in this forget's scope, never counted in ``erased_clean``
+    also_held_by: dict[str, int] = Field(default_factory=dict)
     #: a replay's transitions by outcome (None for strategies that do not replay)
     outcome: TransitionOutcome | None = None

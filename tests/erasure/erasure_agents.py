@@ -3,18 +3,22 @@ a file ``SqliteStore``; the secret arrives in a tool return (recorded in the cal
 ledger), a sandboxed ``write`` tool files it into the sandbox, an ``external``
 tool fires, a preference goes to the memory store. Deterministic (scripted policy)."""
 
-from __future__ import annotations
 
 import re
 import sqlite3
 from pathlib import Path
 
-from langchain.agents import create_agent
+from typing import Annotated
+
+from langchain.agents import AgentState, create_agent
 from langchain.agents.middleware import SummarizationMiddleware
 from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
+from langgraph.channels import DeltaChannel
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph.message import add_messages
 from langgraph.store.sqlite import SqliteStore
 
 from unsee import Unsee
@@ -52,10 +56,28 @@ def tickets(user_text: str = "") -> dict[str, str]:
     return {"T1": f"ticket T1: card {SECRET} on file, blender broken", "T2": "ticket T2: kettle leaks"}
 
 
+def add_each(state: list, writes: list) -> list:
+    """A DeltaChannel reducer over ``add_messages`` (batching-invariant: one fold per write)."""
+    for w in writes:
+        state = add_messages(state, w)
+    return state
+
+
+def delta_state(snapshot_frequency: int) -> type:
+    """An agent state whose ``messages`` is a ``DeltaChannel`` (LangGraph 1.2, beta)."""
+
+    class DeltaState(AgentState):
+        messages: Annotated[list, DeltaChannel(add_each, snapshot_frequency=snapshot_frequency)]
+
+    return DeltaState
+
+
 def build(home: Path, *, sandbox: str = "local", summarize: bool = False, encrypted: bool = False,
-          pg_url: str | None = None):
+          pg_url: str | None = None, delta: int | None = None, memory_saver: bool = False, saver=None):
     """(u, agent, close) on ``home``: files langgraph.sqlite and store.sqlite there; with ``pg_url``
-    unsee's records, LangGraph's PostgresSaver and PostgresStore all in that database."""
+    unsee's records, LangGraph's PostgresSaver and PostgresStore all in that database.
+    ``delta``: the messages channel is a ``DeltaChannel`` with that snapshot frequency;
+    ``memory_saver``: an ``InMemorySaver``; ``saver``: that checkpointer (a second agent on it)."""
     u = Unsee(home=home, sandbox=sandbox, store=pg_url)
     if pg_url:
         import psycopg
@@ -81,7 +103,8 @@ def build(home: Path, *, sandbox: str = "local", summarize: bool = False, encryp
             return SqliteSaver(lg, serde=serde)
     inner_store.setup()
     store = u.recorded_store(inner_store)
-    saver = u.encrypted(make_saver) if encrypted else make_saver()
+    if saver is None:
+        saver = (InMemorySaver() if memory_saver else u.encrypted(make_saver) if encrypted else make_saver())
 
     @u.tool(effect="read")
     def lookup(ticket: str) -> str:
@@ -114,7 +137,8 @@ def build(home: Path, *, sandbox: str = "local", summarize: bool = False, encryp
                                            keep=("messages", 3),
                                            summarizer=lambda ms: " / ".join(str(m.content)[:80] for m in ms)))
     agent = create_agent(ScriptedChatModel(policy=policy), [lookup, save_case, refund, note],
-                         system_prompt="You are support.", middleware=mws, checkpointer=saver, store=store)
+                         system_prompt="You are support.", middleware=mws, checkpointer=saver, store=store,
+                         **({"state_schema": delta_state(delta)} if delta else {}))
 
     def close():
         u.close()

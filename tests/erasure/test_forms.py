@@ -173,3 +173,28 @@ def test_holds_target(text, target, held):
 def test_holds_target_refuses_non_text():
     with pytest.raises(InvalidArgument):
         holds_target(b"4417-2231", "4417-2231")
+
+
+@pytest.mark.parametrize("target", ["Dana Whitfield", "card 4417-2231", "IBAN DE44 5001"])
+def test_folded_forms_match_exactly_where_the_case_regexes_do(target):
+    """ASCII targets' casefold / no-separators forms run on lowercased bytes (fast); the counts
+    per form equal those of the per-character case regexes on the original bytes."""
+    forms = target_forms(target)
+    assert any(f.folded is not None for f in forms)
+    plain = tuple(Form(f.name, f.pattern) for f in forms)  # the same forms without the shortcut
+    rng = random.Random(7)
+    alphabet = target.encode() + target.upper().encode() + b" -._/\t\n\x00\xc3\xa9Zz"
+    for _ in range(200):
+        data = bytes(rng.choice(alphabet) for _ in range(rng.randrange(0, 400)))
+        data += rng.choice([target, target.upper(), target.lower().replace(" ", "  -"), ""]).encode()
+        assert count_forms(data, forms) == count_forms(data, plain), data
+    for chunk in (1, 7, 64):
+        blob = (b"x" * 50 + target.swapcase().encode()) * 30
+        counter = FormCounter(forms)
+        for i in range(0, len(blob), chunk):
+            counter.feed(blob[i:i + chunk])
+        assert counter.close() == count_forms(blob, plain)
+
+
+def test_non_ascii_targets_keep_the_case_regexes():
+    assert all(f.folded is None for f in target_forms("Straße 12"))

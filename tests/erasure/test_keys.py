@@ -214,3 +214,204 @@ def test_overhead(tmp_path, store):
     plain, enc = min(plain), min(enc)
     print(f"\n200 invokes: plain {plain:.3f}s, encrypted {enc:.3f}s, ratio {enc / plain:.2f}")
     assert enc / plain < 4
+
+
+# --- key bookkeeping of EncryptingSaver's optional methods (issue 29) -------------------------
+
+import copy  # noqa: E402
+
+from test_checkpoint_conformance import FullInMemorySaver  # noqa: E402  (InMemorySaver + copy/prune/delete_for_runs)
+
+from unsee.plugins.erasure.keys import OPTIONAL_METHODS, RekeyUnsupported, implemented  # noqa: E402
+
+
+def _values(saver, thread: str) -> list[tuple[str, bytes]]:
+    """Every stored (type, ciphertext) of ``thread`` in an InMemorySaver."""
+    s = saver.inner
+    out = [v for cps in (s.storage.get(thread) or {}).values() for c, m, _ in cps.values() for v in (c, m)]
+    out += [w[2] for k, ws in s.writes.items() if k[0] == thread for w in ws.values()]
+    return out + [b for k, b in s.blobs.items() if k[0] == thread and b[0] != "empty"]
+
+
+def _kids(values) -> set[str]:
+    return {t.split("+aesgcm:", 1)[1] for t, _ in values}
+
+
+def _messages(agent, thread: str) -> list[str]:
+    return [m.content for m in agent.get_state(_cfg(thread)).values.get("messages", [])]
+
+
+def test_wrapper_mirrors_the_inner_savers_methods(tmp_path, store):
+    conn = sqlite3.connect(tmp_path / "lg.sqlite", check_same_thread=False)
+    for inner in (InMemorySaver(), FullInMemorySaver(), SqliteSaver(conn)):
+        saver = encrypting(inner, store)
+        assert isinstance(saver, EncryptingSaver) and saver.inner is inner
+        assert {m for m in OPTIONAL_METHODS if implemented(type(saver), m)} == \
+            {m for m in OPTIONAL_METHODS if implemented(type(inner), m)}
+    conn.close()
+    assert not implemented(type(encrypting(InMemorySaver(), store)), "copy_thread")
+    assert implemented(type(encrypting(FullInMemorySaver(), store)), "acopy_thread")
+    assert type(encrypting(InMemorySaver(), store)) is type(encrypting(InMemorySaver(), store))  # cached
+    full = encrypting(FullInMemorySaver(), store)
+    assert type(copy.copy(full)) is type(full) and copy.copy(full).inner is full.inner
+    assert not implemented(type(encrypting(SqliteSaver(sqlite3.connect(":memory:")), store)), "aput_writes")
+
+
+def test_delete_thread_destroys_its_keys(sqlite_setup, store):
+    agent, saver, db = sqlite_setup
+    _say(agent, A, TEXT_A)
+    _say(agent, B, TEXT_B)
+    kids_b = store.kids_of(B)
+    key_a = store.key(store.kids_of(A)[0])
+    saver.delete_thread(A)
+    assert store.kids_of(A) == [] and _raw(store.path).count(key_a) == 0
+    assert store.kids_of(B) == kids_b and _messages(agent, B)[0] == TEXT_B
+    saver.delete_thread(A)  # again (e.g. after a crash between the row delete and the key destroy)
+    _say(agent, A, "fresh start")
+    assert _messages(agent, A)[-1] == "echo: fresh start" and len(store.kids_of(A)) == 1
+
+
+def test_prune_keep_latest_keeps_latest_readable_and_shreds_the_rest(store):
+    saver = encrypting(FullInMemorySaver, store)
+    agent = _agent(saver)
+    for text in (TEXT_A, "second turn", "third turn"):
+        _say(agent, A, text)
+    _say(agent, B, TEXT_B)
+    before, latest = _values(saver, A), _messages(agent, A)
+    (old,), kids_b = store.kids_of(A), store.kids_of(B)
+    saver.prune([A], strategy="keep_latest")
+    assert _messages(agent, A) == latest and len(list(agent.get_state_history(_cfg(A)))) == 1
+    (new,) = store.kids_of(A)
+    assert new != old and _kids(_values(saver, A)) == {new}  # the kept checkpoint: re-encrypted
+    for value in before:  # every old ciphertext (wherever a copy of it survives) is unreadable
+        with pytest.raises(KeyDestroyed):
+            saver.serde.loads_typed(value)
+    assert store.kids_of(B) == kids_b and _messages(agent, B)[1] == "echo: " + TEXT_B
+    _say(agent, A, "after prune")
+    assert _messages(agent, A)[-1] == "echo: after prune"
+
+
+def test_prune_finishes_after_a_crash_and_delete_shreds(store):
+    saver = encrypting(FullInMemorySaver, store)
+    agent = _agent(saver)
+    for text in (TEXT_A, "second turn"):
+        _say(agent, A, text)
+    latest = _messages(agent, A)
+    old = store.kids_of(A)
+    saver.inner.prune([A], strategy="keep_latest")  # = a crash right after the inner saver pruned
+    assert _messages(agent, A) == latest and store.kids_of(A) == old  # still readable
+    saver.prune([A])  # the rerun finishes the shred
+    assert _messages(agent, A) == latest and not set(old) & set(store.kids_of(A))
+    saver.prune([A, B], strategy="delete")
+    assert store.kids_of(A) == [] and _messages(agent, A) == []
+    with pytest.raises(TypeError):
+        saver.prune(A)  # a str is not a list of threads
+    with pytest.raises(ValueError):
+        saver.prune([B], strategy="everything")
+
+
+def test_copy_thread_gives_the_copy_its_own_key(store):
+    saver = encrypting(FullInMemorySaver, store)
+    agent = _agent(saver)
+    _say(agent, A, TEXT_A)
+    _say(agent, A, "second turn")
+    saver.copy_thread(A, "copy-1")
+    saver.copy_thread(A, "copy-2")
+    assert _messages(agent, "copy-1") == _messages(agent, A)
+    assert _kids(_values(saver, "copy-1")) == set(store.kids_of("copy-1"))
+    assert not set(store.kids_of("copy-1")) & set(store.kids_of(A))
+    assert saver.rekey_thread("copy-1") == 0  # idempotent: nothing left under another thread's key
+    expected = _messages(agent, A)
+    store.shred(A)  # destroying the source's keys leaves the copy readable ...
+    assert _messages(agent, "copy-1") == expected
+    with pytest.raises(KeyDestroyed):
+        agent.get_state(_cfg(A))
+    store.shred("copy-1")  # ... and the other way round
+    assert _messages(agent, "copy-2") == expected
+    with pytest.raises(KeyDestroyed):
+        agent.get_state(_cfg("copy-1"))
+
+
+def test_delete_for_runs_keeps_the_rest_readable(store):
+    saver = encrypting(FullInMemorySaver, store)
+    agent = _agent(saver)
+    # (LangGraph's server records a run's id in its checkpoints' metadata: here config metadata does)
+    agent.invoke({"messages": [("user", TEXT_A)]}, {**_cfg(A), "metadata": {"run_id": "run-1"}})
+    kept = _messages(agent, A)
+    agent.invoke({"messages": [("user", "second turn")]}, {**_cfg(A), "metadata": {"run_id": "run-2"}})
+    assert {t.metadata["run_id"] for t in saver.list(_cfg(A))} == {"run-1", "run-2"}
+    kids = store.kids_of(A)
+    saver.delete_for_runs(["run-2"])
+    assert _messages(agent, A) == kept and store.kids_of(A) == kids
+    assert {t.metadata["run_id"] for t in saver.list(_cfg(A))} == {"run-1"}
+
+
+def test_rekey_refused_over_an_unknown_storage(tmp_path, store):
+    class SqliteWithCopy(SqliteSaver):
+        def copy_thread(self, source_thread_id, target_thread_id):
+            raise AssertionError("not reached: refused before anything is copied")
+
+    conn = sqlite3.connect(tmp_path / "lg.sqlite", check_same_thread=False)
+    saver = encrypting(lambda serde: SqliteWithCopy(conn, serde=serde), store)
+    agent = _agent(saver)
+    _say(agent, A, TEXT_A)
+    with pytest.raises(RekeyUnsupported) as info:
+        saver.copy_thread(A, "copy")
+    assert isinstance(info.value, NotImplementedError) and "nothing was changed" in str(info.value)
+    assert store.threads() == [A] and _messages(agent, A)[0] == TEXT_A
+    conn.close()
+
+
+@pytest.mark.postgres
+def test_postgres_prune_keep_latest_shreds_older_ciphertext(pg_url, store):
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+
+    with psycopg.connect(pg_url, autocommit=True, prepare_threshold=0, row_factory=dict_row) as conn:
+        saver = encrypting(lambda serde: PostgresSaver(conn, serde=serde), store)
+        saver.inner.setup()
+        agent = _agent(saver)
+        for text in (TEXT_A, "second turn", "third turn"):
+            _say(agent, A, text)
+        _say(agent, B, TEXT_B)
+        rows = conn.execute("SELECT type, blob FROM checkpoint_blobs WHERE thread_id=%s AND blob IS NOT NULL "
+                            "UNION ALL SELECT type, blob FROM checkpoint_writes WHERE thread_id=%s", (A, A)).fetchall()
+        latest, kids_b = _messages(agent, A), store.kids_of(B)
+        saver.prune([A])
+        assert _messages(agent, A) == latest and len(list(agent.get_state_history(_cfg(A)))) == 1
+        (new,) = store.kids_of(A)
+        left = conn.execute("SELECT type FROM checkpoint_blobs WHERE thread_id=%s AND blob IS NOT NULL UNION ALL "
+                            "SELECT type FROM checkpoint_writes WHERE thread_id=%s", (A, A)).fetchall()
+        assert left and {r["type"].split("+aesgcm:", 1)[1] for r in left} == {new}
+        for r in rows:
+            with pytest.raises(KeyDestroyed):
+                saver.serde.loads_typed((r["type"], bytes(r["blob"])))
+        assert store.kids_of(B) == kids_b and _messages(agent, B)[0] == TEXT_B
+        saver.prune([A], strategy="delete")
+        assert store.kids_of(A) == [] and _messages(agent, A) == []
+
+
+@pytest.mark.postgres
+async def test_async_postgres_aprune_and_sync_prune_from_another_thread(pg_url, store):
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from psycopg import AsyncConnection
+    from psycopg.rows import dict_row
+
+    async with await AsyncConnection.connect(pg_url, autocommit=True, prepare_threshold=0,
+                                             row_factory=dict_row) as conn:
+        saver = encrypting(lambda serde: AsyncPostgresSaver(conn, serde=serde), store)
+        await saver.inner.setup()
+        agent = _agent(saver)
+        for thread in (A, B):
+            for text in (TEXT_A, "second turn"):
+                await agent.ainvoke({"messages": [("user", text)]}, _cfg(thread))
+        old_a, old_b = store.kids_of(A), store.kids_of(B)
+        await saver.aprune([A])
+        await asyncio.to_thread(saver.prune, [B])  # the sync method runs on the saver's loop
+        for thread, old in ((A, old_a), (B, old_b)):
+            state = await agent.aget_state(_cfg(thread))
+            assert state.values["messages"][-1].content == "echo: second turn"
+            assert not set(old) & set(store.kids_of(thread)) and len(store.kids_of(thread)) == 1
+        with pytest.raises(asyncio.InvalidStateError):
+            saver.prune([A])  # from the loop's own thread: refused, as LangGraph's async savers do

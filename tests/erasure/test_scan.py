@@ -123,3 +123,45 @@ def test_scan_tree_lists_a_file_that_fails_to_read(tmp_path, monkeypatch):
     monkeypatch.setattr(scan, "scan_file", flaky)
     result = scan_tree(tmp_path, FORMS)
     assert result.unreadable == [tmp_path / "bad"] and result.copies == 1 and result.files_scanned == 1
+
+
+def test_a_begun_isolated_scan_answers_what_scan_isolated_does(tmp_path):
+    from unsee.plugins.erasure.isolated import scan_isolated, start_scan
+
+    db = tmp_path / "x.sqlite"
+    db.write_bytes(b"head 4417-2231 and 4417 2231 tail" * 3)
+    pending = start_scan([str(db), str(tmp_path / "missing.db")], "4417-2231")
+    assert pending() == scan_isolated([str(db)], "4417-2231")
+    assert start_scan([], "4417-2231")() == {}
+
+
+def test_prefetched_scans_are_settled_by_add_files(tmp_path):
+    from unsee.plugins.erasure.forms import target_forms
+    from unsee.plugins.erasure.routes import Route, RouteAudit, Scope, prefetch_byte_scans
+
+    db = tmp_path / "x.sqlite"
+    db.write_bytes(b"4417-2231 " * 4)
+
+    class Files(Route):
+        name, holds, method = "test.files", "a file", "none"
+
+        def files(self, scope=None):
+            return [db]
+
+        def audit(self, scope):
+            out = self._audit()
+            out.add_files(self.files(), scope)
+            return out
+
+        def erase(self, scope):
+            return []
+
+    scope = Scope("s", "4417-2231", target_forms("4417-2231"))
+    prefetch_byte_scans(scope, [Files()])
+    assert scope.pending_scans  # the child reads while this process goes on
+    assert Files().audit(scope).byte_copies == {str(db): 4} and not scope.pending_scans
+    prefetch_byte_scans(scope, [Files()])
+    prefetch_byte_scans(scope, [Files()])  # an unsettled scan is reaped, not leaked
+    assert len(scope.pending_scans) == 1
+    scope.settle()
+    assert scope.byte_scans == {str(db): scope.byte_scans[str(db)]} and scope.byte_scans[str(db)]["copies"] == 4
