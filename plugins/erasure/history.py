@@ -44,7 +44,7 @@ from pydantic import BaseModel
 
 from unsee.middleware.errors import UnseeError
 
-__all__ = ["DeltaFormatUnknown", "HistoryNotRewritable", "RewritePlan", "StagedHistory", "channel_value", "delta_specs", "ThreadReader", "before_turn", "check_rewritable", "config_of", "copied_metadata", "copy_thread",
+__all__ = ["DeltaFormatUnknown", "HistoryNotRewritable", "RewritePlan", "StagedHistory", "channel_value", "delta_specs", "ThreadReader", "before_turn", "check_rewritable", "config_of", "copied_metadata", "copy_thread", "implemented", "put_copies",
            "drop_thread", "drop_threads", "history_holding", "plan_rewrite", "stage_rewrite", "swap_in",
            "threads_with_prefix", "value_text"]
 
@@ -243,6 +243,12 @@ def _render_other(value: Any, out: list[str], seen: dict[int, Any], push: Callab
         out.append(repr(value))
 
 
+def implemented(saver_type: type, method: str) -> bool:
+    """Whether ``saver_type`` overrides ``BaseCheckpointSaver.<method>`` (how LangGraph's
+    conformance suite detects a capability; the base methods raise NotImplementedError)."""
+    return getattr(saver_type, method, None) is not getattr(BaseCheckpointSaver, method, None)
+
+
 def check_rewritable(agent: Any) -> BaseCheckpointSaver:
     """The agent's saver, if its history can be rewritten; else :class:`HistoryNotRewritable`.
 
@@ -252,7 +258,7 @@ def check_rewritable(agent: Any) -> BaseCheckpointSaver:
     saver = getattr(agent, "checkpointer", None)
     if not isinstance(saver, BaseCheckpointSaver):
         raise HistoryNotRewritable(f"the agent has no checkpointer (checkpointer={saver!r})")
-    if getattr(type(saver), "delete_thread", None) is BaseCheckpointSaver.delete_thread:
+    if not implemented(type(saver), "delete_thread"):
         raise HistoryNotRewritable(f"{type(saver).__name__} cannot delete a thread")
     if delta_specs(agent):
         _snapshot_type()
@@ -362,7 +368,7 @@ def copied_metadata(metadata: dict | None, *, scrub: str | None, rename_to: str,
     return meta
 
 
-def _copy(saver: BaseCheckpointSaver, tuples: Iterable[CheckpointTuple], dst: str, *, scrub: str | None,
+def put_copies(saver: BaseCheckpointSaver, tuples: Iterable[CheckpointTuple], dst: str, *, scrub: str | None,
           rename_to: str, meta_update: dict | None = None, drop: Iterable[str] = (),
           parents: dict[str, str | None] | None = None, ids: dict[str, str] | None = None,
           step_shift: int = 0, taken: set[str] | None = None,
@@ -419,7 +425,7 @@ def copy_thread(saver: BaseCheckpointSaver, src: str, dst: str, *, checkpoints: 
     loses ``drop_metadata_keys`` and every key whose value names ``src``
     (then ``thread_id`` = ``dst``), and gets ``metadata_update``. Returns the count."""
     tuples = _tuples(saver, src) if checkpoints is None else list(checkpoints)
-    _copy(saver, tuples, dst, scrub=src, rename_to=dst, meta_update=metadata_update, drop=drop_metadata_keys)
+    put_copies(saver, tuples, dst, scrub=src, rename_to=dst, meta_update=metadata_update, drop=drop_metadata_keys)
     return len(tuples)
 
 
@@ -583,12 +589,12 @@ def stage_rewrite(saver: BaseCheckpointSaver, thread: str, *, fork_checkpoint_id
 
     taken: set[str] = set()  # (the stage was emptied above)
     written: list[CheckpointTuple] = []
-    ids = _copy(saver, prefix + sorted(side, key=_id), stage_thread, scrub=None, rename_to=thread,
+    ids = put_copies(saver, prefix + sorted(side, key=_id), stage_thread, scrub=None, rename_to=thread,
                 meta_update=marker, taken=taken, written=written, materialize=mat, specs=specs)
-    _copy(saver, suffix, stage_thread, scrub=suffix_thread, rename_to=thread, meta_update=marker,
+    put_copies(saver, suffix, stage_thread, scrub=suffix_thread, rename_to=thread, meta_update=marker,
           parents=parents, ids=ids, step_shift=shift, taken=taken, written=written, materialize=mat, specs=specs)
     if after:
-        _copy(saver, after, stage_thread, scrub=None, rename_to=thread, parents={_id(after[0]): ids.get(head or "")},
+        put_copies(saver, after, stage_thread, scrub=None, rename_to=thread, parents={_id(after[0]): ids.get(head or "")},
               ids=ids, taken=taken, written=written, materialize=mat, specs=specs)
     reader.written(stage_thread)
     kept_n = len(prefix) + len(side) + len(after)
@@ -637,7 +643,7 @@ def swap_in(saver: BaseCheckpointSaver, thread: str, stage_thread: str,
         saver.delete_thread(stage_thread)  # writes a partial delete may have left
         return 0
     saver.delete_thread(thread)
-    _copy(saver, staged, thread, scrub=stage_thread, rename_to=thread, taken=set())
+    put_copies(saver, staged, thread, scrub=stage_thread, rename_to=thread, taken=set())
     saver.delete_thread(stage_thread)
     return len(staged)
 

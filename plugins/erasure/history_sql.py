@@ -72,33 +72,10 @@ def _light(conn: sqlite3.Connection, thread: str) -> list[CheckpointTuple]:
             for cid, parent, meta in rows]
 
 
-#: serialized types whose bytes hold a stored string as its UTF-8 (JsonPlusSerializer's)
-TRANSPARENT = frozenset({"msgpack", "json", "bytes", "bytearray", "null", "str"})
-
-
-def _raw_holds(conn: sqlite3.Connection, lock: Any, t: CheckpointTuple, holds_bytes: Callable[[bytes], bool]
-               ) -> bool | None:
-    """Whether checkpoint ``t``'s stored rows (value, metadata, writes) hold the target, from their
-    bytes; None when a row is opaque (encrypted, pickled): decode it instead."""
-    conf = t.config["configurable"]
-    key = (conf["thread_id"], conf["checkpoint_id"])
-    with lock:
-        row = conn.execute("SELECT type, checkpoint, metadata FROM checkpoints WHERE thread_id = ? "
-                           "AND checkpoint_ns = '' AND checkpoint_id = ?", key).fetchone()
-        writes = conn.execute("SELECT type, value FROM writes WHERE thread_id = ? AND checkpoint_ns = '' "
-                              "AND checkpoint_id = ?", key).fetchall()
-    if row is None:
-        return None
-    parts = [(row[0], row[1]), ("json", row[2]), *writes]
-    if any(typ is not None and typ not in TRANSPARENT for typ, _ in parts):
-        return None
-    return any(holds_bytes(bytes(v)) for _, v in parts if v)
-
-
 def rewrite_sqlite(saver: BaseCheckpointSaver, thread: str, *, fork_checkpoint_id: str | None, suffix_thread: str,
                    holds_target: Holds, marker: dict, continue_after: Callable[[dict], bool] | None,
                    specs: dict[str, BaseChannel] | None, points: Callable[[str], None] = lambda name: None,
-                   holds_bytes: Callable[[bytes], bool] | None = None) -> InPlaceRewrite:
+                   holds_row: Callable[[str, str], bool | None] | None = None) -> InPlaceRewrite:
     """``thread`` becomes its clean prefix + ``suffix_thread``'s counterfactual, in one transaction.
 
     The new history is :func:`~.history.stage_rewrite`'s, except that checkpoints
@@ -109,11 +86,10 @@ def rewrite_sqlite(saver: BaseCheckpointSaver, thread: str, *, fork_checkpoint_i
     (nothing written) as ``stage_rewrite``; the saver must be a plain SqliteSaver
     (:func:`sqlite_saver_conn`). Hold the session's lock.
 
-    ``holds_bytes``: a test of raw stored bytes for the target's forms. Given, no
-    checkpoint is decoded to check it: a row whose serialized type is transparent
-    (msgpack, JSON: strings stored as UTF-8) is tested on its bytes, any other row
-    (encrypted, pickled) decoded and tested on its values. Not given, every checked
-    checkpoint is decoded."""
+    ``holds_row(thread, checkpoint_id)``: whether a checkpoint's stored rows hold the
+    target (``row_audit.sqlite_checkpoint_holds``: judged from their bytes, an opaque row
+    decoded); given, the scratch thread is listed without decoding it. Not given, every
+    checked checkpoint is decoded."""
     conn = sqlite_saver_conn(saver)
     if conn is None:
         raise HistoryNotRewritable(f"{type(saver).__name__} is not a plain SqliteSaver")
@@ -123,7 +99,7 @@ def rewrite_sqlite(saver: BaseCheckpointSaver, thread: str, *, fork_checkpoint_i
                         (thread,)).fetchone():
             raise HistoryNotRewritable(f"thread {thread!r} has subgraph checkpoints: not rewritten")
         tuples = _light(conn, thread)
-        scratch = _light(conn, suffix_thread) if holds_bytes is not None else None
+        scratch = _light(conn, suffix_thread) if holds_row is not None else None
     if scratch is None:
         scratch = list(reversed(list(saver.list(config_of(suffix_thread)))))
 
@@ -136,10 +112,11 @@ def rewrite_sqlite(saver: BaseCheckpointSaver, thread: str, *, fork_checkpoint_i
         return full
 
     def holds(t: CheckpointTuple) -> bool:
-        if holds_bytes is not None:
-            raw = _raw_holds(conn, lock, t, holds_bytes)
-            if raw is not None:
-                return raw
+        if holds_row is not None:
+            conf = t.config["configurable"]
+            said = holds_row(conf["thread_id"], conf["checkpoint_id"])
+            if said is not None:
+                return said
         return _holds(load(t), holds_target)
 
     plan = plan_rewrite(saver, thread, tuples, scratch, fork_checkpoint_id=fork_checkpoint_id,

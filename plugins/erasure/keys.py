@@ -55,6 +55,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from unsee.middleware.errors import UnseeError
 
+from .history import implemented
 from .sqlite_scrub import scrub
 
 __all__ = ["EncryptingSaver", "KeyDestroyed", "KeyStore", "OPTIONAL_METHODS", "RekeyUnsupported", "ThreadCipher",
@@ -224,11 +225,6 @@ OPTIONAL_METHODS = ("get_tuple", "list", "put", "put_writes", "delete_thread", "
                     "prune", "get_delta_channel_history", "get_next_version",
                     "aget_tuple", "alist", "aput", "aput_writes", "adelete_thread", "adelete_for_runs",
                     "acopy_thread", "aprune", "aget_delta_channel_history")
-
-
-def implemented(saver_type: type, method: str) -> bool:
-    """Whether ``saver_type`` overrides ``BaseCheckpointSaver.<method>`` (how LangGraph's suite detects it)."""
-    return getattr(saver_type, method, None) is not getattr(BaseCheckpointSaver, method, None)
 
 
 class EncryptingSaver(BaseCheckpointSaver):

@@ -38,7 +38,7 @@ from pathlib import Path
 MARKS = ("~cf-", "~er-")
 #: columns that name a row's session, in the order they are looked for
 OWNER_COLUMNS = ("thread_id", "session_id", "session")
-SIBLINGS = ("-wal", "-shm", "-journal")
+from .scan import SQLITE_SIBLINGS as SIBLINGS  # noqa: E402
 
 
 def owner_of(name: str) -> str:

@@ -202,16 +202,6 @@ class RetentionRecord(BaseModel):
     at: str = ""
 
 
-def _delta_channels(agent: Any) -> list[str]:
-    channels = getattr(agent, "channels", None) or {}
-    return sorted(k for k, c in channels.items() if type(c).__name__ == "DeltaChannel")
-
-
-def _overrides(saver: Any, name: str) -> bool:
-    return callable(getattr(saver, name, None)) and getattr(type(saver), name, None) is not getattr(
-        BaseCheckpointSaver, name, None)
-
-
 def check_prunable(agent: Any, policy: RetentionPolicy) -> BaseCheckpointSaver:
     """The agent's saver if ``policy`` can be applied to it; :class:`RetentionRefused` otherwise."""
     saver = getattr(agent, "checkpointer", None)
@@ -219,13 +209,13 @@ def check_prunable(agent: Any, policy: RetentionPolicy) -> BaseCheckpointSaver:
         raise RetentionRefused(f"the agent has no checkpointer (checkpointer={saver!r}): nothing to prune")
     if not policy.prunes:
         return saver
-    delta = _delta_channels(agent)
+    delta = sorted(history.delta_specs(agent))
     if delta:
         # intermediate checkpoints carry the writes a DeltaChannel's later values are rebuilt from
-        raise RetentionRefused(f"the graph's channels {delta} are DeltaChannels: their history lives in "
+        raise RetentionRefused(f"the graph has DeltaChannels (channels {delta}): their history lives in "
                                "the checkpoints a policy would drop; not pruned")
-    if not _overrides(saver, "delete_thread") and not (policy.keep == "latest" and policy.max_age is None
-                                                       and _overrides(saver, "prune")):
+    if not history.implemented(type(saver), "delete_thread") and not (policy.keep == "latest" and policy.max_age is None
+                                                       and history.implemented(type(saver), "prune")):
         raise RetentionRefused(f"{type(saver).__name__} has neither prune nor delete_thread: unsee cannot prune it")
     return saver
 
@@ -305,7 +295,7 @@ def _apply(ctx: Any, saver: Any, thread: str, policy: RetentionPolicy, now: date
     if not sel.drop:
         return _log(ctx, RetentionRecord(**base, method="none", kept=len(sel.keep), dropped=0,
                                          kept_ids=list(sel.keep), bytes_after=bytes_before))
-    if policy.keep == "latest" and policy.max_age is None and _overrides(saver, "prune"):
+    if policy.keep == "latest" and policy.max_age is None and history.implemented(type(saver), "prune"):
         saver.prune([thread], strategy="keep_latest")  # one transaction per thread
         notes = [n for n in [_compact(saver)] if n]
         return _log(ctx, RetentionRecord(**base, method="prune", kept=len(sel.keep), dropped=len(sel.drop),
@@ -315,7 +305,7 @@ def _apply(ctx: Any, saver: Any, thread: str, policy: RetentionPolicy, now: date
     saver.delete_thread(stage)  # a rerun starts the stage clean
     written: list[CheckpointTuple] = []
     # ids, metadata and pending writes kept; parents re-pointed at the nearest kept ancestor
-    history._copy(saver, [by_id[i] for i in sel.keep], stage, scrub=None, rename_to=thread,
+    history.put_copies(saver, [by_id[i] for i in sel.keep], stage, scrub=None, rename_to=thread,
                   parents=dict(sel.parents), taken=set(), written=written)
     journal.set(state="staged", head=sel.head)
     fault_point("retention:staged")

@@ -23,8 +23,7 @@ from typing import Any
 
 from unsee.middleware.faults import fault_point
 
-from . import history, history_sql
-from . import row_audit
+from . import history, history_sql, row_audit
 from .keys import EncryptingSaver
 from .journal import Journal
 from .routes import Route, RouteAudit, Scope, scrub_note, sqlite_route_files
@@ -216,8 +215,9 @@ class CheckpointHistoryRoute(Route):
             continue_after=lambda meta: meta.get("unsee_commit") == event_id,
             specs=history.delta_specs(self.agent), points=fault_point,
             # (an earlier replay rewritten first checks nothing: its suffix may hold a later target)
-            holds_bytes=_never if reader.holds_target is _never else
-            (lambda data: any(f.regex.search(data) for f in scope.forms)))
+            holds_row=(lambda thread, cid: False) if reader.holds_target is _never else
+            row_audit.sqlite_checkpoint_holds(saver, row_audit.RowJudge(scope.target, scope.forms,
+                                                                        saver.serde.loads_typed)))
         reader.written(thread)
         journal.set(**{key: "swapped"})
         return [f"history rewritten in place: {done.kept} checkpoints kept untouched, {done.suffix} counterfactual "

@@ -48,7 +48,7 @@ from typing import Any
 
 from .forms import Form, holds_target
 
-__all__ = ["FAITHFUL", "RowJudge", "history_rows_holding", "store_rows_holding"]
+__all__ = ["FAITHFUL", "RowJudge", "history_rows_holding", "sqlite_checkpoint_holds", "store_rows_holding"]
 
 #: forms in which a plaintext row stores the target's text exactly (msgpack strings, JSON)
 FAITHFUL = ("utf-8", "json-escaped", "json-unicode")
@@ -203,6 +203,28 @@ def _sqlite_history(saver: Any, thread: str, judge: RowJudge) -> tuple[int, int]
             if key in known and key not in holding and judge.row(type_, blob):
                 holding.add(key)
     return len(ids), len(holding)
+
+
+def sqlite_checkpoint_holds(saver: Any, judge: RowJudge) -> Callable[[str, str], bool | None]:
+    """``holds(thread, checkpoint_id)`` for one root checkpoint of a ``SqliteSaver``: its value
+    blob, metadata and pending writes judged as :func:`history_rows_holding` judges them (None:
+    no such checkpoint). For checking a few checkpoints without listing the thread."""
+    values = _channel_values_hold(judge)
+
+    def holds(thread: str, checkpoint_id: str) -> bool | None:
+        key = (thread, checkpoint_id)
+        with getattr(saver, "lock", None) or contextlib.nullcontext():
+            row = saver.conn.execute("SELECT type, checkpoint, metadata FROM checkpoints WHERE thread_id = ? "
+                                     "AND checkpoint_ns = '' AND checkpoint_id = ?", key).fetchone()
+            writes = saver.conn.execute("SELECT type, value FROM writes WHERE thread_id = ? AND checkpoint_ns = '' "
+                                        "AND checkpoint_id = ?", key).fetchall()
+        if row is None:
+            return None
+        type_, blob, meta = row
+        return (judge.row(type_, blob, values) or (meta is not None and judge.text_row(meta, json.loads))
+                or any(judge.row(t, b) for t, b in writes))
+
+    return holds
 
 
 def _memory_history(saver: Any, thread: str, judge: RowJudge) -> tuple[int, int]:
