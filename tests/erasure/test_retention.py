@@ -2,6 +2,7 @@
 in-memory, PostgreSQL) and real agents; the selector by tables."""
 
 import json
+import os
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -309,6 +310,9 @@ def test_postgres(tmp_path, pg_url, policy):
     assert worlds["B7"] == worlds["B5"]
 
 
+@pytest.mark.skipif(os.environ.get("UNSEE_TEST_STORE") == "postgres",
+                    reason="the CLI finds a home by its SQLite files; make test's second pass moves unsee's records "
+                           "to PostgreSQL without a --store the CLI could name (the first pass runs this)")
 def test_cli(tmp_path, capsys):
     import io
 
@@ -325,7 +329,8 @@ def test_cli(tmp_path, capsys):
         assert code != 0
         assert_one_line_error(err)
     assert read_records(home) == []  # nothing was changed (nor recorded)
-    code, out, _ = cli(capsys, "--home", home, "retention", "demo", "--keep", "semantic", "--json", *agent)
+    code, out, err = cli(capsys, "--home", home, "retention", "demo", "--keep", "semantic", "--json", *agent)
+    assert code == 0, err
     rec = json.loads(out)
     assert code == 0 and rec["dropped"] > 0 and rec["semantic_kept"] == rec["semantic_total"] > 0
     code, out, _ = cli(capsys, "--home", home, "retention", "demo", "--keep", "semantic", *agent)
