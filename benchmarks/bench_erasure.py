@@ -12,7 +12,6 @@ of the checkpoint file costs at that size (measured again after erasure).
     python -m benchmarks.bench_erasure [--sizes 10,100,1000]
 """
 
-from __future__ import annotations
 
 import argparse
 import sqlite3
@@ -23,7 +22,36 @@ from pathlib import Path
 SECRET = "4417-2231"
 
 
-def _agent(home: Path):
+def add_each(state: list, writes: list) -> list:
+    """A ``DeltaChannel`` reducer over ``add_messages`` (one fold per write: batching-invariant)."""
+    from langgraph.graph.message import add_messages
+
+    for w in writes:
+        state = add_messages(state, w)
+    return state
+
+
+def delta_state(snapshot_frequency: int | None = None) -> type:
+    """An agent state whose ``messages`` is a ``DeltaChannel`` (LangGraph 1.2, beta); ``None``:
+    the channel's default snapshot frequency. (This module has no ``from __future__ import
+    annotations``: LangGraph evaluates the class's annotations, which must not be strings.)"""
+    from typing import Annotated
+
+    from langchain.agents import AgentState
+    from langgraph.channels.delta import DeltaChannel
+
+    channel = DeltaChannel(add_each) if snapshot_frequency is None else DeltaChannel(
+        add_each, snapshot_frequency=snapshot_frequency)
+
+    class DeltaState(AgentState):
+        messages: Annotated[list, channel]
+
+    return DeltaState
+
+
+def _agent(home: Path, state_schema: type | None = None):
+    """(u, agent, conn): bench's support agent on a file ``SqliteSaver`` in ``home``; its
+    ``lookup`` tool returns the secret for ticket T-SECRET. ``state_schema``: e.g. :func:`delta_state`."""
     from langchain.agents import create_agent
     from langchain_core.messages import AIMessage, ToolMessage
     from langgraph.checkpoint.sqlite import SqliteSaver
@@ -47,7 +75,8 @@ def _agent(home: Path):
 
     conn = sqlite3.connect(home / "langgraph.sqlite", check_same_thread=False)
     agent = create_agent(ScriptedChatModel(policy=policy), [lookup], system_prompt="You are support.",
-                         middleware=[u.middleware()], checkpointer=SqliteSaver(conn))
+                         middleware=[u.middleware()], checkpointer=SqliteSaver(conn),
+                         **({"state_schema": state_schema} if state_schema is not None else {}))
     return u, agent, conn
 
 

@@ -573,7 +573,7 @@ def stage_rewrite(saver: BaseCheckpointSaver, thread: str, *, fork_checkpoint_id
     ``specs``: the graph's channels a checkpoint may not store (:func:`delta_specs`):
     each re-parented checkpoint gets their values stored (module docstring).
     Every checkpoint is decoded and copied twice (here and in :func:`swap_in`): the
-    path for any saver; ``history_sql.rewrite_sqlite`` touches a SqliteSaver's suffix only."""
+    path for any saver; ``history_sql.rewrite_sqlite`` / ``history_pg.rewrite_postgres`` touch a plain SqliteSaver's / PostgresSaver's suffix only."""
     reader = ThreadReader(saver, holds_target) if reader is None else reader
     saver.delete_thread(stage_thread)  # a rerun starts clean
     reader.written(stage_thread)
@@ -657,11 +657,27 @@ def history_holding(saver: BaseCheckpointSaver, thread: str, holds_target: Holds
     return len(every), sum(map(reader.holds, every))
 
 
+#: PostgresSaver methods whose storage format unsee's SQL assumes (thread listing here, the
+#: in-place rewrite in history_pg.py): a subclass overriding one goes through the API
+_PG_STORAGE = ("put", "put_writes", "get_tuple", "list", "_dump_blobs", "_load_blobs")
+
+
+def postgres_saver(saver: Any) -> bool:
+    """Whether ``saver`` is a plain ``PostgresSaver`` (its own tables, values as its serde wrote
+    them); an encrypting wrapper or a subclass storing rows its own way takes the API path."""
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver
+    except ImportError:  # the postgres extra is not installed
+        return False
+    return isinstance(saver, PostgresSaver) and all(
+        getattr(type(saver), m, None) is getattr(PostgresSaver, m, None) for m in _PG_STORAGE)
+
+
 def threads_with_prefix(saver: BaseCheckpointSaver, prefix: str) -> list[str]:
     """The saver's thread ids starting with ``prefix`` (e.g. ``<thread>~cf-`` scratch threads), sorted.
 
     The thread ids are read without loading a checkpoint where the saver's storage
-    allows it (SQLite: one query; in-memory: its keys); other savers are listed
+    allows it (SQLite, PostgreSQL: one query; in-memory: its keys); other savers are listed
     whole (``list(None)``), where a row that fails to load (e.g. one written under a
     destroyed key) raises out of here."""
     inner = getattr(saver, "inner", saver)  # an EncryptingSaver wraps the real saver
@@ -673,6 +689,11 @@ def threads_with_prefix(saver: BaseCheckpointSaver, prefix: str) -> list[str]:
         return sorted(r[0] for r in rows)
     if isinstance(storage, dict):
         return sorted(t for t in list(storage) if isinstance(t, str) and t.startswith(prefix))
+    if postgres_saver(inner):  # one query, as SQLite (listing decodes every checkpoint of every thread)
+        with inner._cursor() as cur:
+            cur.execute("SELECT DISTINCT thread_id FROM checkpoints WHERE left(thread_id, %s) = %s",
+                        (len(prefix), prefix))
+            return sorted(r["thread_id"] for r in cur.fetchall())
     return sorted({tid for t in saver.list(None)
                    if (tid := t.config["configurable"]["thread_id"]).startswith(prefix)})
 

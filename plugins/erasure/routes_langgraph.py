@@ -23,7 +23,7 @@ from typing import Any
 
 from unsee.middleware.faults import fault_point
 
-from . import history, history_sql, row_audit
+from . import history, history_pg, history_sql, row_audit
 from .keys import EncryptingSaver
 from .journal import Journal
 from .routes import Route, RouteAudit, Scope, scrub_note, sqlite_route_files
@@ -167,7 +167,8 @@ class CheckpointHistoryRoute(Route):
         staged = None
         if journal.get(key) == "swapped":
             return notes
-        if journal.get(key) is None and self.keys is None and history_sql.sqlite_saver_conn(saver) is not None:
+        if journal.get(key) is None and self.keys is None and (history_sql.sqlite_saver_conn(saver) is not None
+                                                               or history_pg.postgres_saver(saver)):
             return self._rewrite_in_place(scope, event_id, scratch, fork, reader, journal, key)
         head = saver.get_tuple(history.config_of(thread))
         head_id = head.config["configurable"]["checkpoint_id"] if head else None
@@ -206,22 +207,27 @@ class CheckpointHistoryRoute(Route):
 
     def _rewrite_in_place(self, scope: Scope, event_id: str, scratch: str, fork: dict | None,
                           reader: history.ThreadReader, journal: Journal, key: str) -> list[str]:
-        """A plain SqliteSaver: the suffix rewritten with SQL in one transaction (history_sql.py)."""
+        """A plain SqliteSaver or PostgresSaver: the suffix rewritten with SQL in one transaction
+        (history_sql.py, history_pg.py)."""
         saver, thread = self.saver, scope.session
         start = history.before_turn(saver, thread, fork["checkpoint_id"]) if fork else None
-        done = history_sql.rewrite_sqlite(
+        sqlite = history_sql.sqlite_saver_conn(saver) is not None
+        if reader.holds_target is _never:
+            # an earlier replay rewritten first checks nothing: its suffix may hold a later target
+            holds_row = lambda thread, cid: False  # noqa: E731
+        elif sqlite:
+            holds_row = row_audit.sqlite_checkpoint_holds(saver, row_audit.RowJudge(scope.target, scope.forms,
+                                                                                    saver.serde.loads_typed))
+        else:  # PostgreSQL: the checkpoints the plan asks about (the suffix's, never the prefix's) are decoded
+            holds_row = None
+        done = (history_sql.rewrite_sqlite if sqlite else history_pg.rewrite_postgres)(
             saver, thread, fork_checkpoint_id=start, suffix_thread=scratch, holds_target=reader.holds_target,
             marker={"unsee_rewritten": scope.event_id or "erase", "unsee_commit": event_id},
             continue_after=lambda meta: meta.get("unsee_commit") == event_id,
-            specs=history.delta_specs(self.agent), points=fault_point,
-            # (an earlier replay rewritten first checks nothing: its suffix may hold a later target)
-            holds_row=(lambda thread, cid: False) if reader.holds_target is _never else
-            row_audit.sqlite_checkpoint_holds(saver, row_audit.RowJudge(scope.target, scope.forms,
-                                                                        saver.serde.loads_typed)))
+            specs=history.delta_specs(self.agent), points=fault_point, holds_row=holds_row)
         reader.written(thread)
         journal.set(**{key: "swapped"})
-        return [f"history rewritten in place: {done.kept} checkpoints kept untouched, {done.suffix} counterfactual "
-                f"ones row-copied, {done.dropped} deleted ({done.reencoded} values re-encoded)"]
+        return [done.note()]
 
     def _held_keys(self, scope: Scope) -> dict[str, bytes]:
         """kid -> key of every key of the thread and its scratch/stage threads, now."""

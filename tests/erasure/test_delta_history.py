@@ -90,6 +90,31 @@ def test_forget_and_erase_a_delta_thread_on_postgres(tmp_path, pg_url):
         close()
 
 
+@pytest.mark.docker
+def test_a_delta_session_with_a_docker_sandbox(tmp_path):
+    """The sandbox routes a DeltaChannel session also writes (its Docker snapshots and images)
+    are erased with the history: 0 copies on every route, the counterfactual sandbox clean."""
+    import shutil
+
+    home = tmp_path / "docker"
+    home.mkdir()
+    u, agent, close = build(home, delta=4, sandbox="docker")
+    try:
+        run(agent, T)
+        assert next(r for r in u.audit(T, SECRET).routes if r.route == "sandbox").copies > 0
+        _, expected, result = _forget_then_erase(u, agent, RevocationEvent(target=SECRET))
+        assert result.clean, result.after
+        after = u.audit(T, SECRET)
+        assert after.clean, [(r.route, r.byte_copies) for r in after.routes if r.copies]
+        assert SECRET.encode() not in u.environments.env(T).read_file("case/notes.txt")
+        after = _states(agent, T)
+        assert after and all(msgs == expected[cid] for cid, msgs in after.items())
+    finally:
+        close()
+    shutil.rmtree(home / "sandboxes", ignore_errors=True)  # (as the full-state Docker test)
+    assert raw_copies(home) == {}
+
+
 def test_nothing_non_target_is_lost_against_b5_on_full_state(tmp_path):
     """The rewritten delta thread's head equals B5's counterfactual on a full-state twin."""
     u, agent, close = build(tmp_path / "delta", delta=3)
