@@ -21,8 +21,9 @@ from langchain_core.messages import BaseMessage
 from opentelemetry import trace
 
 from . import semconv as sc
-from .context import current_session
+from .context import configurable, current_session
 from .discovery import find_agent
+from .fork_memory import replaying
 from .hashing import short_id
 from .interception import acompose, compose
 from .messages import (ai_message_of, message_artifact, same_messages, state_messages, text_of,  # noqa: F401
@@ -60,7 +61,7 @@ class UnseeMiddleware(AgentMiddleware):
 
     # -- before/after agent ----------------------------------------------
     def before_agent(self, state, runtime) -> dict[str, Any] | None:
-        self._begin_turn(state)
+        self._begin_turn(state, runtime)
         return None
 
     async def abefore_agent(self, state, runtime) -> dict[str, Any] | None:
@@ -68,7 +69,7 @@ class UnseeMiddleware(AgentMiddleware):
         # may call an async checkpointer's sync API (which refuses to run on its own loop)
         import asyncio
 
-        await asyncio.to_thread(self._begin_turn, state)
+        await asyncio.to_thread(self._begin_turn, state, runtime)
         return None
 
     def after_agent(self, state, runtime) -> dict[str, Any] | None:
@@ -79,7 +80,7 @@ class UnseeMiddleware(AgentMiddleware):
         self._end_turn()
         return None
 
-    def _begin_turn(self, state) -> None:
+    def _begin_turn(self, state, runtime=None) -> None:
         sid, lg_ckpt = current_session()
         # Outside the observer's try: a run that cannot get its session (a forget holds it in
         # another process) or whose state a forget replaced must not go on.
@@ -90,6 +91,7 @@ class UnseeMiddleware(AgentMiddleware):
             except BaseException:
                 self.recorder.release_run(sid)
                 raise
+        fork = None  # the artifacts the run's state starts with, when it lost messages the session had live
         try:
             rec = self.recorder
             st = rec.state(sid)
@@ -119,11 +121,30 @@ class UnseeMiddleware(AgentMiddleware):
                 rec.checkpoint_later(st, kind, langgraph_checkpoint_id=lg_ckpt, env=True)
                 msgs = state.get("messages", [])
                 ids, new, fresh = st.message_ids.of(msgs, st.known)
+                forks = rec.forks
+                if forks is not None and forks.abandoned(st.live, ids) and not replaying(sid, configurable()):
+                    fork = [i for i in ids if i is not None and i in st.known]  # (before the new input)
                 for i in new:  # the messages not recorded yet (the new input)
                     self._record_message(st, msgs[i])
                 st.message_ids.settle(msgs, ids, fresh)
         except Exception as exc:
             self.recorder.fail(sid, exc)
+        if fork is not None:
+            self._on_fork(sid, fork, lg_ckpt, runtime)
+
+    def _on_fork(self, sid: str, branch: list[str], lg_ckpt: str | None, runtime) -> None:
+        """The run starts a new branch: the session's fork policy for the memory the abandoned
+        branch wrote (``fork_watch``). A rollback that cannot finish ends the run."""
+        rec = self.recorder
+        st = rec.state(sid)
+        stores = (getattr(runtime, "store", None), getattr(rec.agents.get(sid), "store", None))
+        try:
+            found = rec.forks.on_fork(st, branch, stores, turn=st.turn, checkpoint=lg_ckpt)
+        except BaseException as exc:
+            self._end_turn(failed=exc)
+            raise
+        with st.lock:
+            rec.forks.report(st.root, found, rec.forks.policy(sid))
 
     def _check_head(self, sid: str, lg_ckpt: str | None, strict: bool) -> None:
         agent = self.recorder.agents.get(sid) or find_agent(self)

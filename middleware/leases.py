@@ -37,6 +37,9 @@ from .store_schema import upsert_sql
 
 log = logging.getLogger("unsee.leases")
 RUN, FORGET = "run", "forget"
+#: held by a ``forget`` waiting on a key that short runs keep taking (a memory-store namespace's
+#: recorded puts): no new ``run`` starts meanwhile, so the forget is not starved (``draining``)
+DRAIN = "drain"
 DEFAULT_TTL = 30.0
 #: a run lease nobody touched for this long is no longer renewed: a run that ended in a way no
 #: hook saw (e.g. LangGraph's recursion limit, outside any node) must not hold its session forever
@@ -56,6 +59,21 @@ CREATE TABLE IF NOT EXISTS forgets (
 );
 """
 _FORGET_UPSERT = upsert_sql("forgets", ("session_id", "ended_ns"), ("session_id",))
+
+
+#: lease keys of memory-store namespaces (``namespace_keys``) start with this; never a session id
+NAMESPACE_MARK = "store-ns:"
+
+
+def namespace_keys(hasher, namespace) -> list[str]:
+    """Lease keys of a memory-store namespace and of each of its prefixes, shortest first.
+
+    A recorded put into ``("users", "dana", "prefs")`` holds a ``run`` lease on all three; an
+    atomic delete of ``("users", "dana")`` holds a ``forget`` lease on that one key, so no
+    recorded put under it runs meanwhile (plugins/erasure/namespaces.py). Keys are keyed
+    hashes (``hasher.hash``): lease rows never name a namespace (it often names a person)."""
+    ns = tuple(namespace)
+    return [NAMESPACE_MARK + hasher.hash("\x1e".join(ns[:i])).rsplit(":", 1)[-1] for i in range(1, len(ns) + 1)]
 
 
 class LeaseTable:
@@ -94,9 +112,11 @@ class LeaseTable:
             "SELECT owner, kind FROM leases WHERE session_id=? AND expires_ns>? AND holds>0", (session, now)
         ).fetchall()
         for owner, held in rows:
-            if kind == RUN and held == FORGET:
-                return True  # a forget (here or elsewhere) has the session
-            if kind == FORGET:
+            if held == DRAIN and kind == FORGET and owner == self.owner:
+                continue  # our own drain: it exists to let this forget through
+            if kind == RUN and held in (FORGET, DRAIN):
+                return True  # a forget (here or elsewhere) has the session, or waits for it
+            if kind in (FORGET, DRAIN):
                 return True  # any run (this process's too) or another forget
         return False
 
@@ -171,6 +191,49 @@ class LeaseTable:
         with self._lock:
             row = self._conn.execute("SELECT ended_ns FROM forgets WHERE session_id=?", (session,)).fetchone()
             return bool(row and row[0] > since_ns) or any(k == FORGET for _, k in self.holders(session))
+
+    def try_acquire_all(self, keys: list[str], kind: str) -> bool:
+        """Take a lease on every one of ``keys`` in ONE transaction if none is blocked; True if taken
+        (a memory-store put's namespace and its prefixes: :func:`namespace_keys`)."""
+        now = time.time_ns()
+        with self._lock:
+            self._flush_releases()
+            with self._conn.transaction(lock="leases"):
+                if any(self._blocked(k, kind, now) for k in keys):
+                    return False
+                for k in keys:
+                    self._conn.execute(
+                        "INSERT INTO leases VALUES (?,?,?,1,?) ON CONFLICT(session_id, owner, kind) DO UPDATE SET "
+                        "holds=CASE WHEN leases.expires_ns>? THEN leases.holds+1 ELSE 1 END,"
+                        " expires_ns=excluded.expires_ns",
+                        (k, self.owner, kind, now + int(self.ttl * 1e9), now))
+            for k in keys:
+                self._held[(k, kind)] = self._held.get((k, kind), 0) + 1
+                if kind == RUN:
+                    self._touched[k] = time.monotonic()
+            self._start_heartbeat()
+            return True
+
+    @contextlib.contextmanager
+    def held_all(self, keys: list[str], kind: str, *, timeout: float = 300.0) -> Iterator[None]:
+        """:meth:`held` for several keys taken together (waits; ``SessionBusy`` after ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        while not self.try_acquire_all(keys, kind):
+            if time.monotonic() > deadline:
+                raise SessionBusy(keys[-1], waited=timeout)
+            time.sleep(self.poll / 5)
+        try:
+            yield
+        finally:
+            for k in keys:
+                self.release(k, kind)
+
+    @contextlib.contextmanager
+    def draining(self, key: str, *, timeout: float = 300.0) -> Iterator[None]:
+        """The ``forget`` lease of ``key``, first closing it to new runs (a ``drain`` lease) and
+        then waiting for the runs in flight to end: a stream of short runs cannot starve it."""
+        with self.held(key, DRAIN, timeout=timeout), self.held(key, FORGET, timeout=timeout):
+            yield
 
     @contextlib.contextmanager
     def held(self, session: str, kind: str, *, wait: bool = True, timeout: float = 300.0) -> Iterator[None]:

@@ -248,8 +248,9 @@ class RecordingStore(BaseStore):
         ops = list(ops)
         thread = current_session()[0]
         ov = self.overlays.get(thread)
-        old = self._old_values(ops, ov)
-        results = self._overlay_batch(ov, ops) if ov is not None else self.inner.batch(ops)
+        with self._namespace_leases(ops, ov):
+            old = self._old_values(ops, ov)
+            results = self._overlay_batch(ov, ops) if ov is not None else self.inner.batch(ops)
         self._record(ops, old)
         return results
 
@@ -257,13 +258,28 @@ class RecordingStore(BaseStore):
         ops = list(ops)
         thread = current_session()[0]
         ov = self.overlays.get(thread)
-        old = self._old_values(ops, ov)
-        if ov is not None:
-            results = self._overlay_batch(ov, ops)
-        else:
-            results = await self.inner.abatch(ops)
+        with self._namespace_leases(ops, ov):
+            old = self._old_values(ops, ov)
+            if ov is not None:
+                results = self._overlay_batch(ov, ops)
+            else:
+                results = await self.inner.abatch(ops)
         self._record(ops, old)
         return results
+
+    def _namespace_leases(self, ops: list[Op], ov: StoreOverlay | None):
+        """The ``run`` leases of the namespaces this batch puts into (and of their prefixes), held
+        around the write: an atomic namespace delete (plugins/erasure/namespaces.py) holds the
+        ``forget`` lease of its namespace, so no recorded put interleaves with it, in any process.
+        A replay's overlay writes nothing to the store: no lease."""
+        from .leases import namespace_keys
+
+        leases = getattr(self.recorder, "leases", None)
+        nss = {tuple(op.namespace) for op in ops if isinstance(op, PutOp)}
+        if leases is None or ov is not None or not nss:
+            return contextlib.nullcontext()
+        keys = sorted({k for ns in nss for k in namespace_keys(self.recorder.hasher, ns)})
+        return leases.held_all(keys, "run")
 
     def _old_values(self, ops: list[Op], ov: StoreOverlay | None) -> list[Any]:
         out = []

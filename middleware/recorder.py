@@ -135,6 +135,8 @@ class Recorder(DeferredRecording):
         self.leases: Any = leases
         #: sessions whose run lease this process's runs hold (one hold per session)
         self._leased: set[str] = set()
+        #: memory after a fork (``fork_watch.ForkWatch``): orphaned store items found at a run's start
+        self.forks: Any = None
         #: recording work handed off by the hooks; the store's writer runs it before each write
         self.tasks = TaskQueue()
         add_producer = getattr(store, "add_producer", None)

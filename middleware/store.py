@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import secrets
 import threading
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -508,6 +509,32 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
                                     conn.execute(f"UPDATE {table} SET {col}=? WHERE {where}", (new, *key))
                                     changed += 1
         return changed
+
+    def erase_sessions(self, session_ids: Iterable[str], namespaces: Iterable[Sequence[str]] = ()) -> tuple[int, int]:
+        """A data subject's erasure (plugins/erasure/subject.py): every record of each session
+        (artifacts, checkpoints, spans, commit journal, vault content, memory-store journal) and
+        every memory-store journal row, of any session, of a namespace in or under
+        ``namespaces`` (the old and new values unsee keeps of those items). One transaction per
+        file; idempotent. Returns (sessions that had records, journal rows of the namespaces)."""
+        ids, prefixes = list(dict.fromkeys(session_ids)), [tuple(ns) for ns in namespaces]
+        self.flush()
+        with self._rewriting(*ids), self._read_lock:
+            found = sum(1 for s in ids if self._db.execute(
+                "SELECT 1 FROM sessions WHERE session_id=?", (s,)).fetchone())
+            with self._vault.transaction():
+                rows = 0
+                for (ns,) in self._vault.execute("SELECT DISTINCT namespace FROM store_journal").fetchall():
+                    parts = tuple(json.loads(ns))
+                    if any(parts[:len(p)] == p for p in prefixes):
+                        rows += self._vault.execute("DELETE FROM store_journal WHERE namespace=?", (ns,)).rowcount
+                for s in ids:
+                    for table in ("content", "store_journal"):
+                        self._vault.execute(f"DELETE FROM {table} WHERE session_id=?", (s,))
+            with self._db.transaction():
+                for s in ids:
+                    for table in ("artifacts", "checkpoints", "spans", "commits", "sessions"):
+                        self._db.execute(f"DELETE FROM {table} WHERE session_id=?", (s,))
+        return found, rows
 
     def retarget_checkpoints(self, session_id: str, thread_prefix: str) -> int:
         """Point the session's checkpoints whose LangGraph checkpoint lived in a thread

@@ -106,17 +106,19 @@ def sessions_cmd(as_json: bool = typer.Option(False, "--json", help="machine-rea
     """List recorded sessions."""
     u = _open()
     rows = u.sessions()
+    orphaned = u.recorder.forks.counts()  # flagged store items after a fork (docs/provenance.md)
     if as_json:
-        print(json.dumps([s.model_dump() for s in rows], indent=1))
+        print(json.dumps([{**s.model_dump(), "orphaned_memory": orphaned.get(s.session_id, 0)} for s in rows],
+                         indent=1))
         return
     t = Table()
     # ids are never cut with an ellipsis: folded on a narrow terminal, whole when piped
     t.add_column("session", overflow="fold")
-    for name in ("turns", "artifacts", "checkpoints", "tokenizer", "complete"):
+    for name in ("turns", "artifacts", "checkpoints", "tokenizer", "complete", "orphaned memory"):
         t.add_column(name)
     for s in rows:
         t.add_row(s.session_id, str(s.turns), str(s.artifacts), str(s.checkpoints), s.tokenizer or "-",
-                  "yes" if not s.incomplete else f"NO ({s.failures} failures)")
+                  "yes" if not s.incomplete else f"NO ({s.failures} failures)", str(orphaned.get(s.session_id, 0)))
     _console().print(t)
 
 
@@ -466,8 +468,16 @@ def _print_others(c: Console, others: dict[str, int], what: str) -> None:
 
 @app.command("erase")
 def erase_cmd(
-    session: str = typer.Argument(..., help="session id (the LangGraph thread_id) of a forgotten session"),
-    target: str = typer.Option(..., "--target", help="the forgotten text"),
+    session: Optional[str] = typer.Argument(None, help="session id (the LangGraph thread_id) of a forgotten session "
+                                                       "(not with --subject)"),
+    targets: Optional[list[str]] = typer.Option(None, "--target", help="the forgotten text (with --subject: a text "
+                                                                       "to audit for, repeatable)"),
+    subject: Optional[str] = typer.Option(None, "--subject", help="erase a data subject: its --thread and "
+                                                                  "--namespace options, whole (docs/erasure.md)"),
+    threads: Optional[list[str]] = typer.Option(None, "--thread", help="with --subject: a thread of the subject, "
+                                                                       "deleted whole (repeatable)"),
+    namespaces: Optional[list[str]] = typer.Option(None, "--namespace", help="with --subject: a memory-store "
+                                                                             "namespace path, users/dana (repeatable)"),
     agent: Optional[str] = typer.Option(
         None, "--agent", help="module:attribute of the agent (its checkpointer and store are rewritten), "
                               "e.g. --agent unsee.demo:agent_factory"),
@@ -479,9 +489,20 @@ def erase_cmd(
     Rewrites the LangGraph history (with --agent), scrubs the memory store,
     unsee's records, the call ledger and sandbox snapshots, audits every route
     and writes <home>/receipts/<event id>.json. Exit 1 if a copy remains.
+
+    With --subject NAME --thread T ... --namespace users/dana ...: the threads
+    are deleted whole, the namespaces' items atomically, those sessions'
+    records, ledger texts, sandboxes and exports dropped; every route is
+    audited for each --target and the sessions' recorded content; one signed
+    receipt. Exit 1 if a copy remains.
     """
     from unsee.plugins.forget import RevocationEvent
 
+    if subject is not None or threads or namespaces:
+        return _erase_subject(subject, threads or [], namespaces or [], targets or [], agent, as_json)
+    if session is None or len(targets or []) != 1:
+        raise cx.BadParameter("give SESSION and one --target (or --subject with --thread/--namespace)")
+    target = targets[0]
     try:
         event = RevocationEvent(target=target, reason="erase", raised_by="operator",
                                 **({"event_id": event_id} if event_id else {}))
@@ -497,6 +518,30 @@ def erase_cmd(
         c = _console()
         c.print(_audit_table(result.after))
         _print_others(c, result.after.other_sessions, "erasure")
+        c.print(f"receipt: {result.path} (signed; check it with: unsee receipt verify {result.path})", soft_wrap=True)
+    if not result.clean:
+        raise typer.Exit(1)
+
+
+def _erase_subject(subject, threads: list[str], namespaces: list[str], targets: list[str], agent, as_json: bool):
+    """``unsee erase --subject``: a data subject's threads and namespaces (``u.erase_subject``)."""
+    from unsee.plugins.erasure import parse_namespace
+
+    if subject is None or not subject.strip():
+        raise cx.BadParameter("--thread/--namespace erase a data subject: name it with --subject NAME")
+    try:
+        nss = [parse_namespace(n) for n in namespaces]
+    except UnseeError as e:  # (InvalidArgument)
+        raise cx.BadParameter(f"--namespace: {e}") from e
+    if not threads and not nss:
+        raise cx.BadParameter("--subject needs at least one --thread or --namespace")
+    compiled, u = _agent_and_unsee(agent)
+    result = u.erase_subject(threads, nss, targets, agent=compiled, subject=subject)
+    if as_json:
+        print(result.receipt.model_dump_json(indent=1))
+    else:
+        c = _console()
+        c.print(_audit_table(result.after))
         c.print(f"receipt: {result.path} (signed; check it with: unsee receipt verify {result.path})", soft_wrap=True)
     if not result.clean:
         raise typer.Exit(1)
@@ -530,6 +575,54 @@ def audit_cmd(
                 else f"no copy of the target remains in session {session}'s scope", soft_wrap=True)
         _print_others(c, report.other_sessions, "audit")
     if not report.clean:
+        raise typer.Exit(1)
+
+
+@app.command("surface")
+def surface_cmd(
+    agent: Optional[str] = typer.Option(None, "--agent", help="module:attribute of the agent (its checkpointer "
+                                                              "and store), e.g. --agent unsee.demo:agent_factory"),
+    marker: Optional[str] = typer.Option(None, "--marker", help="count the copies of this text each route holds now"),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+) -> None:
+    """The rollback surface: the seed's three questions for this deployment.
+
+    Which routes the agent and this home write, which sit inside LangGraph's
+    recovery boundary (a restore brings them back) and which outside, what each
+    deletion primitive mutates on each, and with --marker how many copies of
+    the text each route holds now (every session's). Changes nothing; with
+    --marker, exit 1 if any route holds a copy.
+    """
+    if marker is not None and not marker.strip():
+        raise cx.BadParameter("--marker must not be empty")
+    compiled, u = _agent_and_unsee(agent)
+    report = u.surface(agent=compiled, marker=marker)
+    held = sum(r.marker_copies or 0 for r in report.routes)
+    if as_json:
+        print(report.model_dump_json(indent=1))
+    else:
+        c = _console()
+        cols = ["route", "boundary", "holds"] + (["marker copies"] if marker is not None else [])
+        t = Table(*cols, title="routes (1. what is written, 2. inside the recovery boundary?)")
+        for r in report.routes:
+            by = ", ".join(f"{s}: {n}" for s, n in r.copies_by_session.items())
+            t.add_row(r.name, r.boundary, r.holds,
+                      *([f"{r.marker_copies}" + (f" ({by})" if by else "")] if marker is not None else []))
+        c.print(t)
+        p = Table("primitive", "available", "mutates", "never reaches (outside the boundary)",
+                  title="deletion primitives (3. what each one mutates, and what it leaves)")
+        for prim in report.primitives:
+            what = "\n".join(f"{n}: {m}" for n, m in prim.mutates.items() if m != "untouched") or "nothing"
+            p.add_row(f"{prim.name}\n{prim.call}", "yes" if prim.available else f"no: {prim.why_not}",
+                      what + ("\n(a restore undoes it)" if prim.undone_by_restore else ""),
+                      ", ".join(prim.never_reaches) or "-")
+        c.print(p)
+        if report.inversion:
+            c.print("retention inversion: " + ", ".join(report.inversion) + " act inside the recovery boundary "
+                    "while a route outside it keeps what they delete", soft_wrap=True, highlight=False)
+        if marker is not None:
+            c.print(f"{held} {'copy' if held == 1 else 'copies'} of the marker in this home's routes", soft_wrap=True)
+    if held:
         raise typer.Exit(1)
 
 

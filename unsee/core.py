@@ -23,6 +23,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
 from unsee.middleware.errors import InvalidArgument, InvalidStoreUrl
+from unsee.middleware.fork_memory import OrphanedMemory, parse_fork_policy
+from unsee.middleware.fork_watch import ForkWatch
 from unsee.middleware.graph import ProvenanceGraph
 from unsee.middleware.graph_cache import GraphCache
 from unsee.middleware.hashing import ContentHasher
@@ -88,6 +90,11 @@ class Unsee:
     - ``retention``: the default retention policy of the agents' histories (``"all"``,
       ``"semantic"``, ``"latest"``, a ``RetentionPolicy``), applied by ``retention()``
       (never inside a run; docs/retention.md).
+    - ``on_fork``: what a run that starts a new branch of its thread (time travel, ``update_state``
+      on an older checkpoint) does with store items only the abandoned branch justified:
+      ``"flag"`` (default: reported, unchanged), ``"rollback"`` (put back as they were before
+      the abandoned write), ``"keep"`` (recorded only); ``on_fork(thread_id, policy)`` per
+      session (docs/provenance.md "Memory after a fork").
     - ``store``: ``"postgresql://..."`` keeps the provenance store, vault, journals
       and leases in that database, shared by every process and machine on it
       (docs/deployment.md); default ``$UNSEE_STORE``, else SQLite under the home.
@@ -114,9 +121,11 @@ class Unsee:
         service_name: str = "unsee",
         store: str | None = None,
         retention: Any = None,
+        on_fork: str = "flag",
     ):
         #: the home's default retention policy (``retention()`` applies it; docs/retention.md)
         self.retention_policy = _retention_policy(retention)  # UnknownRetentionPolicy before anything is made
+        fork_policy = parse_fork_policy(on_fork)  # InvalidArgument, before anything is made
         url = resolve_store(store)
         if url is not None and not is_postgres_url(url):  # (before the home is made: bad input changes nothing)
             raise InvalidStoreUrl(url, "expected 'sqlite' or a postgresql:// URL")
@@ -145,6 +154,7 @@ class Unsee:
         self.recorder = Recorder(self.store, self.tracer_provider.get_tracer("unsee", "0.1.0"), self.hasher,
                                  self._counter_for, content_in_spans=content_in_spans,
                                  env_snapshotter=env_snapshotter, leases=leases)
+        self.recorder.forks = ForkWatch(self.store, fork_policy)
         # session graphs extended as sessions grow, rebuilt whenever their records may have been rewritten
         self._graphs = GraphCache(self.store, self.hasher.hash, forgot_since=leases.forgot_since)
         _OWNERS[id(self.recorder)] = self  # ``Unsee.owning(recorder)``
@@ -240,6 +250,23 @@ class Unsee:
     def session(self, thread_id: str) -> SessionInfo:
         self.flush()
         return self.store.session(thread_id)
+
+    # -- memory after a fork ------------------------------------------------------------------
+    def on_fork(self, thread_id: str, policy: str) -> None:
+        """This session's fork policy (``"flag"`` | ``"rollback"`` | ``"keep"``), instead of
+        ``Unsee(on_fork=...)``'s, for the runs of this process. ``InvalidArgument`` changes nothing."""
+        if not isinstance(thread_id, str) or not thread_id:
+            raise InvalidArgument("thread_id must be a non-empty string")
+        self.recorder.forks.set_policy(thread_id, policy)
+
+    def orphaned_memory(self, thread_id: str, *, include_kept: bool = False) -> list[OrphanedMemory]:
+        """The store items of a session found orphaned when a run started a new branch (the
+        write that made their value is justified only by the abandoned branch), oldest first:
+        flagged ones, rolled-back ones (``action``), and with ``include_kept`` those the
+        ``"keep"`` policy recorded. ``SessionNotFound`` for an unknown thread."""
+        self.flush()
+        self.store.require(thread_id)
+        return self.recorder.forks.records(thread_id, include_kept=include_kept)
 
     # -- export (each export is logged: what left the machine, for erasure receipts) -----------
     def export_otlp(self, thread_id: str, endpoint: str, *, protocol: str | None = None, timeout: float = 10.0) -> int:
@@ -362,6 +389,38 @@ class Unsee:
         """Scan every route for ``target`` (bytes and values); an ``AuditReport``. Changes nothing."""
         return self._eraser().audit(thread_id, target, agent=self._agent_for(thread_id, agent))
 
+    def surface(self, *, agent=None, marker: str | None = None):
+        """The rollback surface of this home and ``agent`` (a ``SurfaceReport``): which routes
+        they write, which sit inside LangGraph's recovery boundary, what each deletion primitive
+        (``delete_thread``, ``RemoveMessage``, ``store.delete``, ``u.forget``, ``u.erase``,
+        ``u.erase_subject``, ``u.retention``) mutates on each, and with ``marker`` how many copies
+        of it each route holds now, per session. Changes nothing. See docs/surface.md."""
+        offered = {name: None if callable(getattr(self, name.removeprefix("u."), None)) else "not in this version"
+                   for name in ("u.forget", "u.erase", "u.erase_subject", "u.retention")}
+        return self._eraser().surface(agent or self.recorder.last_agent, marker, offered=offered)
+
+    def erase_subject(self, threads=(), namespaces=(), targets=(), *, agent=None, subject=None):
+        """Erase a data subject: ``threads`` deleted whole (every checkpoint, write and blob, scratch
+        and staging threads, keys under ``u.encrypted``), every item under ``namespaces`` (tuples of
+        str) deleted atomically under its lease, those sessions' records, vault, ledger texts
+        (facts kept as keyed hashes), sandboxes and exports dropped; every route then audited for
+        ``targets`` and for keyed fingerprints of the sessions' recorded content; ONE signed receipt
+        (a ``SubjectErasureResult``: ``.receipt``, ``.path``, ``.before``/``.after``, ``.clean``). A
+        rerun with the same arguments finishes an interrupted one. See docs/erasure.md."""
+        from unsee.plugins.erasure import SubjectEraser
+
+        from .wiring import erasure_context
+
+        self.flush()
+        first = threads[0] if isinstance(threads, (list, tuple)) and threads and isinstance(threads[0], str) else None
+        agent = agent or (self.recorder.agents.get(first) if first else None) or self.recorder.last_agent
+        result = SubjectEraser(erasure_context(self), self.recorder.leases).erase(
+            threads, namespaces, targets, agent=agent, subject=subject)
+        if self.recorder.forks is not None:  # (fork-memory rows hold ids only; the sessions are gone)
+            for thread in threads:
+                self.recorder.forks.journal.drop(thread)
+        return result
+
     def _eraser(self):
         from unsee.plugins.erasure import Eraser
 
@@ -390,6 +449,7 @@ class Unsee:
         except Exception:
             log.debug("tracer provider shutdown failed", exc_info=True)
         self.recorder.leases.close()  # before the store: on PostgreSQL they share its pool
+        self.recorder.forks.close()
         self.store.close()
         if "keystore" in self.__dict__:  # (opened only if used)
             self.keystore.close()

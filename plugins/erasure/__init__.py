@@ -10,7 +10,8 @@ registry, ``register_route``; the built-in routes in ``routes_langgraph``,
 ``routes_builtin.BUILTIN_ROUTES``; ``testing.RouteConformance``, the suite every
 route's tests run, is imported by tests only), the journal
 that makes a rerun finish an interrupted erasure (``journal``), the operator's
-retention policy over a thread's history (``retention``), signed
+retention policy over a thread's history (``retention``), the rollback
+surface of a deployment (``surface``: the seed's three questions), signed
 receipts (``receipt``) and the operator (``eraser``). What it needs from its
 surroundings is ``ports.ErasureContext`` (never the facade).
 
@@ -52,9 +53,16 @@ _EXPORTS = {
     "RetentionRefused": ".retention",
     "UnknownRetentionPolicy": ".retention",
     "apply_retention": ".retention",
+    "SubjectEraser": ".subject",
+    "SubjectErasureResult": ".subject",
+    "SubjectNotFound": ".subject_plan",
+    "parse_namespace": ".subject_plan",
+    "delete_namespace": ".namespaces",
+    "NamespaceDeletion": ".namespaces",
     "NotForgotten": ".errors",
     "ErasureInterrupted": ".errors",
     "ReceiptInvalid": ".errors",
+    "SurfaceReport": ".surface",
     "target_forms": ".forms",
     "holds_target": ".forms",
 }

@@ -37,6 +37,7 @@ from unsee.middleware.faults import fault_point
 
 from .errors import ErasureInterrupted, NotForgotten
 from .forms import target_forms
+from .history import implemented
 from .journal import Journal
 from .owners import attribute_sqlite
 from .ports import ErasureContext
@@ -52,6 +53,9 @@ OUTSIDE = [
     "copies outside the unsee home and the agent's stores: filesystem snapshots, backups, swap, "
     "disk sectors the filesystem remapped, other programs' copies",
 ]
+#: the scope ``surface`` audits under: no session has this id, so every copy found is attributed
+#: to the session owning it (or counts as no session's)
+_SURFACE_SCOPE = "~surface~"
 #: files of the home that hold no target by construction (keys, receipts, journals)
 OWN_FILES = ("hash.key", "receipt.key", "receipt.pub", "receipts", "erasures")
 
@@ -172,6 +176,37 @@ class Eraser:
         """Every route, byte level and value level, as it is now. Changes nothing."""
         scope = self._scope(session, target)
         return self._audit(scope, self._routes(scope, agent), agent)
+
+    def surface(self, agent: Any = None, marker: str | None = None, *,
+                offered: dict[str, str | None] | None = None):
+        """The rollback surface (``surface.py``): the routes this home and ``agent`` write, each
+        one's side of LangGraph's recovery boundary, what every deletion primitive mutates there,
+        and with ``marker`` each route's copies of it now (every session's: a byte-level and
+        value-level audit of the whole home, attributed per session). ``offered``: the facade's
+        own primitives (name -> None, or why not). Changes nothing."""
+        from .surface import build_report
+
+        scope = Scope(_SURFACE_SCOPE, marker, target_forms(marker)) if marker is not None else None
+        routes = self._routes(scope or Scope(_SURFACE_SCOPE, "", ()), agent)
+        saver = getattr(agent, "checkpointer", None) if agent is not None else None
+        saver = saver if saver not in (None, True, False) else None
+        available: dict[str, str | None] = {
+            "delete_thread": None if saver is not None and implemented(type(saver), "delete_thread")
+            else "no checkpointer" if saver is None else f"{type(saver).__name__} has no delete_thread",
+            "RemoveMessage": None if saver is not None else "no checkpointer",
+            "store.delete": None if getattr(agent, "store", None) is not None else "no memory store",
+            **(offered or {})}
+        copies = unreachable = None
+        if scope is not None:
+            report = self._audit(scope, routes, agent)
+            unreachable = report.unreachable
+            copies = {r.route: {**r.other_copies, **({"(no session)": r.copies} if r.copies else {})}
+                      for r in report.routes}
+        else:
+            unreachable = [u for r in routes for u in r.unreachable()] + OUTSIDE
+        return build_report(home=str(self.ctx.home), agent=type(agent).__name__ if agent is not None else None,
+                            routes=[(r.name, r.holds, r.method, [str(p) for p in r.files(scope)]) for r in routes],
+                            available=available, copies=copies, unreachable=unreachable)
 
     def erase(self, session: str, event: Any, agent: Any = None) -> ErasureResult:
         """Erase ``event.target`` from every route of ``session`` (after a committed forget)."""

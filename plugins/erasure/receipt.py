@@ -122,6 +122,19 @@ class RouteReceipt(BaseModel):
     other_sessions: dict[str, NonNegativeInt] | None = None
 
 
+class SubjectFacts(BaseModel):
+    """What a subject erasure's receipt says it was about. Names are keyed hashes (a namespace
+    path or a subject name often names the person)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    subject_hash: str | None = None
+    namespace_hashes: list[str] = Field(default_factory=list)
+    target_hashes: list[str] = Field(default_factory=list)
+    #: how many keyed fingerprints of the sessions' recorded content the audit searched for
+    fingerprints: NonNegativeInt = 0
+
+
 class Receipt(BaseModel):
     """A signed erasure receipt. ``target_hash`` is a keyed hash: a receipt never holds the target."""
 
@@ -139,6 +152,9 @@ class Receipt(BaseModel):
     #: copies other sessions hold after erasure, every route (session -> copies): listed, not in
     #: this erasure's scope; None when there are none (signed as if absent, like older receipts)
     other_sessions: dict[str, NonNegativeInt] | None = None
+    #: a data subject's erasure (``subject.py``): what was selected, by keyed hashes; None for
+    #: an erasure of one forget (signed as if absent, like older receipts)
+    subject: SubjectFacts | None = None
     signature: str | None = None  # base64 of the Ed25519 signature of canonical_bytes
 
     @field_validator("version")
@@ -159,8 +175,9 @@ class Receipt(BaseModel):
 def canonical_bytes(receipt: Receipt) -> bytes:
     """The signed bytes: the receipt without signature as JSON, keys sorted, no spaces, UTF-8."""
     data = receipt.model_copy(update={"signature": None}).model_dump(mode="json")
-    if data.get("other_sessions") is None:
-        data.pop("other_sessions", None)
+    for optional in ("other_sessions", "subject"):
+        if data.get(optional) is None:
+            data.pop(optional, None)
     for route in data.get("routes", []):
         if route.get("other_sessions") is None:  # absent and None sign the same (older receipts)
             route.pop("other_sessions", None)

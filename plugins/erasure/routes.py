@@ -62,6 +62,28 @@ class Scope:
         return holds_target(text, self.target)
 
 
+@dataclass(frozen=True)
+class SubjectScope:
+    """What a data subject's erasure deletes (``subject.py``): whole threads with their
+    scratch/staging threads, their recorded sessions, memory-store namespaces (with every
+    namespace under them). Routes delete in :meth:`Route.erase_subject`."""
+
+    erasure_id: str
+    threads: tuple[str, ...]
+    #: the threads' recorded sessions, scratch sessions included
+    sessions: tuple[str, ...]
+    namespaces: tuple[tuple[str, ...], ...]
+    #: the home's lease table (``middleware/leases.LeaseTable``; None: none) and keyed hasher
+    leases: Any = None
+    hasher: Any = None
+
+    def owns(self, session_or_thread: str) -> bool:
+        """Whether a thread/session id (a scratch one included) is the subject's."""
+        from .owners import owner_of
+
+        return owner_of(session_or_thread) in self.threads
+
+
 @dataclass
 class RouteAudit:
     """What an audit found on one route: byte copies per file, value copies, the rest."""
@@ -142,6 +164,12 @@ class Route(abc.ABC):
     def files(self, scope: Scope | None = None) -> list[Path]:
         """Files this route owns (so the home scan does not count them twice)."""
         return []
+
+    def erase_subject(self, subject: SubjectScope) -> list[str] | None:
+        """Delete everything of a data subject this route holds (whole threads, sessions,
+        namespaces: ``subject``); idempotent; notes for the receipt. None: this route has no
+        subject erasure (it is still audited, and the receipt says so)."""
+        return None
 
     def unreachable(self) -> list[str]:
         return []

@@ -26,7 +26,7 @@ from unsee.middleware.faults import fault_point
 from . import history, history_pg, history_sql, row_audit
 from .keys import EncryptingSaver
 from .journal import Journal
-from .routes import Route, RouteAudit, Scope, scrub_note, sqlite_route_files
+from .routes import Route, RouteAudit, Scope, SubjectScope, scrub_note, sqlite_route_files
 from .isolated import scan_isolated
 from .pg_compact import SAVER_TABLES, STORE_TABLES, UNREACHABLE, is_postgres, vacuum_full
 from .sqlite_scrub import main_file, scrub
@@ -142,6 +142,39 @@ class CheckpointHistoryRoute(Route):
             notes.append(scrub_note(res))
         elif is_postgres(self.conn) and self.keys is None:
             # (encrypted: the old rows are ciphertext under destroyed keys; no table rewrite needed)
+            notes.append(vacuum_full(self.conn, SAVER_TABLES, lock=self.lock))
+        return notes
+
+    def subject_threads(self, subject: SubjectScope) -> list[str]:
+        """Every saver thread of a subject: its threads and their scratch/staging threads."""
+        return [x for t in subject.threads for x in (t, *history.threads_with_prefix(self.saver, t + SCRATCH_MARK),
+                                                     *history.threads_with_prefix(self.saver, t + STAGE_MARK))]
+
+    def erase_subject(self, subject: SubjectScope) -> list[str]:
+        """Whole threads deleted (checkpoints, writes, blobs; scratch and staging threads), every
+        key of theirs destroyed (encrypted saver), then WAL and free pages scrubbed / tables
+        rewritten. A rerun finds nothing left to delete and scrubs again."""
+        threads = self.subject_threads(subject)
+        held = {}
+        if self.keys is not None:  # (delete_thread destroys them; their bytes are checked below)
+            marks = tuple(t + m for t in subject.threads for m in (SCRATCH_MARK, STAGE_MARK))
+            mine = [t for t in self.keys.threads() if t in subject.threads or t.startswith(marks)]
+            held = {kid: self.keys.key(kid) for t in mine for kid in self.keys.kids_of(t)}
+        n = history.drop_threads(self.saver, threads)
+        notes = [f"{n} threads deleted (every checkpoint, write and blob)"]
+        if self.keys is not None:
+            left = [kid for t in self.keys.threads() if t in subject.threads
+                    or t.startswith(tuple(x + m for x in subject.threads for m in (SCRATCH_MARK, STAGE_MARK)))
+                    for kid in self.keys.kids_of(t)]
+            complete = self.keys.destroy(left) if left else True
+            files = [str(p) for p in sqlite_route_files([self.keys.path]) if p.is_file()]
+            found = sum(h["copies"] for h in scan_isolated(files, needles=list(held.values())).values()) if held else 0
+            notes.append(f"{len(held)} encryption keys of those threads destroyed; their bytes in "
+                         f"{self.keys.path.name} (+wal, shm): {found}"
+                         + ("" if complete else " (the key store's WAL was not fully truncated)"))
+        if self.conn is not None and self.path is not None:
+            notes.append(scrub_note(scrub(self.conn, lock=self.lock)))
+        elif is_postgres(self.conn) and self.keys is None:
             notes.append(vacuum_full(self.conn, SAVER_TABLES, lock=self.lock))
         return notes
 
@@ -282,6 +315,23 @@ class MemoryStoreRoute(Route):
         if self.path is not None:
             out.add_files(self.files(), scope)
         return out
+
+    def erase_subject(self, subject: SubjectScope) -> list[str]:
+        """Every item under the subject's namespaces deleted atomically (``namespaces.py``: under
+        the namespace's lease, the zero verified before it is released), then the file scrubbed
+        / the table rewritten."""
+        from .namespaces import delete_namespace
+
+        notes = []
+        for ns in subject.namespaces:
+            done = delete_namespace(self.store, ns, leases=subject.leases, hasher=subject.hasher)
+            label = subject.hasher.hash("/".join(ns)) if subject.hasher is not None else "(selected)"
+            notes.append(done.note(label))
+        if is_postgres(self.conn):
+            notes.append(vacuum_full(self.conn, STORE_TABLES, lock=self.lock))
+        elif self.conn is not None and self.path is not None:
+            notes.append(scrub_note(scrub(self.conn, lock=self.lock)))
+        return notes
 
     def erase(self, scope: Scope) -> list[str]:
         if is_postgres(self.conn):

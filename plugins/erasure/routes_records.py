@@ -21,7 +21,7 @@ from typing import Any
 
 from .forms import remove_forms
 from .owners import owner_of
-from .routes import Route, RouteAudit, Scope, scrub_note, sqlite_route_files
+from .routes import Route, RouteAudit, Scope, SubjectScope, scrub_note, sqlite_route_files
 from .sqlite_scrub import scrub
 
 SCRATCH_MARK = "~cf-"
@@ -71,6 +71,19 @@ class RecordsRoute(Route):
             notes += self.records.compact()
         return notes
 
+    def erase_subject(self, subject: SubjectScope) -> list[str]:
+        """The subject's sessions' provenance, spans, commit journal and vault texts dropped, and
+        every memory-store journal row of its namespaces (any session's); WAL + free pages."""
+        found, rows = self.records.erase_sessions(subject.sessions, subject.namespaces)
+        notes = [f"{found} recorded sessions dropped (provenance, spans, vault)",
+                 f"{rows} memory-store journal rows of the namespaces dropped"]
+        if self.records.files():
+            with self.records.exclusive() as (db, vault):
+                notes += [scrub_note(scrub(c.raw)) for c in (db, vault)]
+        else:
+            notes += self.records.compact()
+        return notes
+
     def unreachable(self) -> list[str]:
         if self.records.files():
             return []
@@ -101,6 +114,15 @@ class LedgerRoute(Route):
                                and owner_of(rec.session) == scope.session)
         out.add_files(self.files(), scope)
         return out
+
+    def erase_subject(self, subject: SubjectScope) -> list[str]:
+        """The subject's calls lose their text (arguments, results, errors -> keyed hashes); the
+        fact of each call stays, so a real side effect is still never fired twice."""
+        ids = self.ledger.redact(lambda rec: subject.owns(rec.session), self.hasher.hash)
+        complete = self.ledger.vacuum()
+        return [f"{len(ids)} call records redacted (facts kept as keyed hashes)",
+                "ledger.sqlite: WAL truncated, free pages vacuumed" if complete
+                else "ledger.sqlite: WAL not fully truncated (another connection holds a read lock)"]
 
     def erase(self, scope: Scope) -> list[str]:
         # Every session, not only this one: a call of another session that holds the target
@@ -138,6 +160,24 @@ class ExportsRoute(Route):
 
     def erase(self, scope: Scope) -> list[str]:
         return []
+
+    def erase_subject(self, subject: SubjectScope) -> list[str]:
+        """The subject's exports: Jaeger JSON files written for its sessions deleted, its lines
+        of the export log dropped (what went to an OTLP receiver stays listed as unreachable in
+        the receipt: the audit before the erasure named it)."""
+        rows = self._exports()
+        mine = [r for r in rows if subject.owns(str(r.get("session", "")))]
+        gone = 0
+        for r in mine:
+            if r.get("kind") == "jaeger-json" and Path(r["to"]).is_file():
+                Path(r["to"]).unlink()
+                gone += 1
+        if mine:
+            keep = [r for r in rows if r not in mine]
+            tmp = self.log.with_suffix(".tmp")
+            tmp.write_text("".join(json.dumps(r) + "\n" for r in keep))
+            tmp.replace(self.log)
+        return [f"{gone} exported trace files deleted; {len(mine)} export log lines dropped"]
 
     def unreachable(self) -> list[str]:
         out = []

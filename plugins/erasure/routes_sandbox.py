@@ -31,7 +31,7 @@ from unsee.sandbox import (NotSupported, SandboxError, delete_item, deletion_ord
 
 from .forms import count_forms
 from .owners import owner_of
-from .routes import Route, RouteAudit, Scope
+from .routes import Route, RouteAudit, Scope, SubjectScope
 
 log = logging.getLogger("unsee.erasure")
 
@@ -130,7 +130,19 @@ class SandboxRoute(Route):
         return out
 
     def erase(self, scope: Scope) -> list[str]:
-        doomed = [item for item, kept in self._items(scope.session) if not kept]
+        # The registry keeps the ids of deleted snapshots (ids hold no content): the audit
+        # after erasure still finds every environment the session owned, and restoring a
+        # deleted snapshot is a clear SnapshotNotFound.
+        return self._delete([item for item, kept in self._items(scope.session) if not kept])
+
+    def erase_subject(self, subject: SubjectScope) -> list[str]:
+        """Every stored item of every environment the subject's sessions owned (snapshots,
+        workspaces, containers, images), none kept; local directories outside this home are
+        reported, never deleted."""
+        return self._delete([item for session in subject.threads for item, _ in self._items(session)])
+
+    def _delete(self, doomed: list) -> list[str]:
+        """Delete ``doomed`` stored items (never one outside this home: reported); notes."""
         outside = [item for item in doomed if self._outside(item)]
         doomed = [item for item in doomed if item not in outside]
         gone, failed = 0, [f"{item.describe()}: outside this home, not deleted" for item in outside]
@@ -141,9 +153,6 @@ class SandboxRoute(Route):
                 gone += delete_item(item)
             except (SandboxError, OSError) as exc:
                 failed.append(f"{item.describe()}: {exc}")
-        # The registry keeps the ids of deleted snapshots (ids hold no content): the audit
-        # after erasure still finds every environment the session owned, and restoring a
-        # deleted snapshot is a clear SnapshotNotFound.
         return [f"{gone} stored sandbox items deleted"] + [f"could not delete {f}" for f in failed]
 
 
