@@ -25,6 +25,8 @@ class SessionNotFound(UnseeError, LookupError):
 class TargetNotFound(UnseeError, LookupError):
     """The forget target occurs in no recorded artifact (of the given source)."""
 
+    exit_code = 1  # (done: the answer is "no")
+
     def __init__(self, target: str, session_id: str | None = None, source: str | None = None):
         where = f" of session {session_id!r}" if session_id else ""
         src = f" from source {source!r}" if source else ""
@@ -68,11 +70,27 @@ class InvalidArgument(UnseeError, ValueError):
 
 
 class ExportError(UnseeError, RuntimeError):
-    """Sending or writing a recorded session failed."""
+    """Sending or writing a recorded session failed (the receiver refused it, or is not there)."""
+
+    exit_code = 3  # the environment (the receiver) failed, not the command
+
+
+class EndpointUnreachable(ExportError, ConnectionError):
+    """Nothing answers at the export endpoint: no TCP connection within the reachability
+    check's timeout. Raised before any span is handed to the OTLP exporter."""
+
+    def __init__(self, endpoint: str, address: str, reason: str):
+        super().__init__(f"OTLP endpoint {endpoint} is unreachable (no TCP connection to {address}: {reason}); "
+                         "nothing was sent")
+        self.endpoint = endpoint
+        self.address = address
+        self.reason = reason
 
 
 class SessionBusy(UnseeError, RuntimeError):
     """An agent run is in progress on the session."""
+
+    exit_code = 3  # (try again when the run or forget is over)
 
     def __init__(self, session_id: str, waited: float | None = None):
         how = f" after waiting {waited:.0f} s" if waited else " (asked not to wait)"
@@ -95,6 +113,8 @@ class StoreDamaged(UnseeError, sqlite3.DatabaseError):
     Raised before anything is written to it: the file is left as it was.
     """
 
+    exit_code = 3
+
     def __init__(self, path: str | os.PathLike, reason: str):
         super().__init__(
             f"the unsee store {os.fspath(path)} is damaged ({reason}); nothing was changed: "
@@ -106,6 +126,8 @@ class StoreDamaged(UnseeError, sqlite3.DatabaseError):
 
 class HomeNotADirectory(UnseeError, NotADirectoryError):
     """The unsee home (or a folder above it) exists and is not a directory."""
+
+    exit_code = 2
 
     def __init__(self, home: str | os.PathLike, blocker: str | os.PathLike | None = None):
         blocker = os.fspath(blocker if blocker is not None else home)
@@ -127,6 +149,13 @@ class InvalidStoreUrl(UnseeError, ValueError):
         self.reason = reason
 
 
+class StoreDriverMissing(InvalidStoreUrl):
+    """A PostgreSQL store was named, but psycopg 3 is not installed here (an environment
+    problem, not a bad URL)."""
+
+    exit_code = 3
+
+
 class StoreUnavailable(UnseeError, ConnectionError):
     """The store's server (PostgreSQL) could not be reached, or dropped the connection.
 
@@ -145,6 +174,8 @@ class Interrupted(UnseeError, RuntimeError):
     """A journaled operation (a forget's commit, an erasure) stopped part-way because a service
     failed under it. Its journal keeps what is done; running it again finishes it."""
 
+    exit_code = 3  # (run it again: the journal finishes it)
+
     def __init__(self, what: str, session_id: str, event_id: str, cause: BaseException, finish: str):
         super().__init__(f"the {what} of forget {event_id} on session {session_id!r} was interrupted "
                          f"({type(cause).__name__}: {str(cause).strip() or 'no detail'}); it is journaled: "
@@ -156,3 +187,17 @@ class Interrupted(UnseeError, RuntimeError):
 
 class InjectedCrash(UnseeError, RuntimeError):
     """Raised by the crash-injection test hook (``unsee.middleware.faults``) at a named step."""
+
+
+class NoUnseeHome(UnseeError, LookupError):
+    """The home a command names holds no unsee records (it does not exist, or nothing was
+    recorded into it)."""
+
+    exit_code = 2
+
+    def __init__(self, home: str | os.PathLike):
+        home = os.fspath(home)
+        what = "holds no unsee records" if os.path.isdir(home) else "does not exist"
+        super().__init__(f"the unsee home {home} {what}: point --home or $UNSEE_HOME at the home the agent "
+                         "records into (Unsee(home=...))")
+        self.home = home

@@ -9,8 +9,15 @@ Jaeger UI's "upload trace" accepts: links become FOLLOWS_FROM references.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import socket
 import tempfile
+import threading
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -21,7 +28,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from .errors import ExportError, InvalidArgument
+from .errors import EndpointUnreachable, ExportError, InvalidArgument
 from .store import SpanRow
 
 
@@ -57,37 +64,177 @@ def readable_spans(rows: list[SpanRow]) -> list[ReadableSpan]:
     return out
 
 
-def _exporter(endpoint: str, protocol: str | None, timeout: float):
+#: seconds the reachability check waits for a TCP connection to the receiver before exporting:
+#: the OTLP exporters retry an unreachable receiver with backoff for their whole ``timeout``
+CONNECT_TIMEOUT = 1.5
+#: the parent logger of the OTLP exporters (their retry warnings and final error)
+SDK_LOGGER = "opentelemetry.exporter.otlp"
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class OtlpTarget:
+    """Where an OTLP export goes, parsed from its URL (pure: no I/O)."""
+
+    endpoint: str
+    protocol: str  # "grpc" or "http"
+    host: str
+    port: int
+    url: str  # what the exporter is given: host:port for gRPC, the /v1/traces URL for HTTP
+    secure: bool
+
+    @property
+    def address(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+def otlp_target(endpoint: str, protocol: str | None = None) -> OtlpTarget:
+    """Parse an OTLP endpoint URL; ``InvalidArgument`` for one that is not (or a bad protocol).
+
+    No protocol: gRPC for ``grpc://`` or port 4317, else HTTP. A URL without a port gets the
+    OTLP default of its protocol (gRPC 4317; HTTP 80, HTTPS 443)."""
     parsed = urlparse(endpoint)
-    if parsed.scheme not in ("http", "https", "grpc") or not parsed.netloc:
+    try:
+        port = parsed.port
+    except ValueError:  # a port that is not a number, or out of range
+        port = -1
+    if parsed.scheme not in ("http", "https", "grpc") or not parsed.hostname or port == -1:
         raise InvalidArgument(f"not an OTLP endpoint URL: {endpoint!r} (e.g. http://localhost:4318)")
     if protocol is None:
-        protocol = "grpc" if parsed.scheme == "grpc" or parsed.port == 4317 else "http"
+        protocol = "grpc" if parsed.scheme == "grpc" or port == 4317 else "http"
+    secure = parsed.scheme == "https"
+    host = parsed.hostname
     if protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
-        target = parsed.netloc
-        return OTLPSpanExporter(endpoint=target, insecure=parsed.scheme != "https", timeout=timeout)
+        port = port or 4317
+        bracketed = f"[{host}]" if ":" in host else host
+        return OtlpTarget(endpoint, "grpc", host, port, f"{bracketed}:{port}", secure)
     if protocol == "http":
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
+        port = port or (443 if secure else 80)
         url = endpoint if parsed.path.rstrip("/").endswith("/v1/traces") else endpoint.rstrip("/") + "/v1/traces"
-        return OTLPSpanExporter(endpoint=url, timeout=timeout)
+        return OtlpTarget(endpoint, "http", host, port, url, secure)
     raise InvalidArgument(f"unknown OTLP protocol {protocol!r}: use http or grpc")
 
 
-def export_otlp(rows: list[SpanRow], endpoint: str, *, protocol: str | None = None, timeout: float = 10.0) -> int:
-    """Send the spans to an OTLP receiver; returns how many were sent."""
-    exporter = _exporter(endpoint, protocol, timeout)
+def _proxy_for(target: OtlpTarget) -> tuple[str, int] | None:
+    """The environment proxy the exporter would connect through instead (host, port), or None.
+
+    requests (HTTP) reads ``http(s)_proxy``; gRPC reads ``grpc_proxy``, then ``https_proxy``/``http_proxy``;
+    both honour ``no_proxy``."""
+    proxies = urllib.request.getproxies_environment()
+    if not proxies or urllib.request.proxy_bypass_environment(target.host, proxies):
+        return None
+    if target.protocol == "grpc":
+        proxy = proxies.get("grpc") or proxies.get("https") or proxies.get("http")
+    else:
+        proxy = proxies.get("https" if target.secure else "http")
+    if not proxy:
+        return None
+    parsed = urlparse(proxy if "://" in proxy else f"http://{proxy}")
     try:
-        result = exporter.export(readable_spans(rows))
-    except Exception as exc:
-        raise ExportError(f"OTLP export to {endpoint} failed: {exc}") from exc
+        return (parsed.hostname, parsed.port or 80) if parsed.hostname else None
+    except ValueError:
+        return None  # a garbled proxy setting: the exporter's own error will say so
+
+
+def check_reachable(target: OtlpTarget, timeout: float = CONNECT_TIMEOUT) -> None:
+    """Open (and close) one TCP connection to the receiver (or to the proxy the exporter would
+    use); ``EndpointUnreachable`` naming the endpoint if none is made within ``timeout`` seconds.
+
+    Only reachability: a receiver that accepts the connection and then refuses the spans is the
+    export's own failure (``ExportError``)."""
+    proxy = _proxy_for(target)
+    host, port = proxy or (target.host, target.port)
+    address = f"{host}:{port}" + (", the proxy from the environment," if proxy else "")
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except socket.gaierror as exc:
+        raise EndpointUnreachable(target.endpoint, address, f"unknown host ({exc.strerror or exc})") from exc
+    except (socket.timeout, TimeoutError) as exc:
+        raise EndpointUnreachable(target.endpoint, address, f"no answer within {timeout:g} s") from exc
+    except ConnectionRefusedError as exc:
+        raise EndpointUnreachable(target.endpoint, address, "connection refused") from exc
+    except OSError as exc:
+        raise EndpointUnreachable(target.endpoint, address, exc.strerror or str(exc) or type(exc).__name__) from exc
+
+
+class _Held(logging.Handler):
+    """Keeps the records the OTLP exporters log during an export (replayed at DEBUG on failure)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+_quiet_lock = threading.Lock()
+_quiet_depth = 0
+_saved_propagate = True
+
+
+@contextmanager
+def quiet_sdk_logs() -> Iterator[_Held]:
+    """Keep the OTLP exporters' log records (a warning per retry, then an error) out of the
+    user's terminal for the duration only: they go to a handler of ours instead of propagating
+    to the root logger (or to logging's last-resort stderr handler); the logger's setting is
+    restored after. Concurrent exports share one diversion (the last one out restores it)."""
+    global _quiet_depth, _saved_propagate
+    sdk = logging.getLogger(SDK_LOGGER)
+    held = _Held()
+    with _quiet_lock:
+        if _quiet_depth == 0:
+            _saved_propagate, sdk.propagate = sdk.propagate, False
+        _quiet_depth += 1
+        sdk.addHandler(held)
+    try:
+        yield held
     finally:
-        exporter.shutdown()
-    if result is not SpanExportResult.SUCCESS:
-        raise ExportError(f"OTLP export to {endpoint} failed (receiver unreachable or refused)")
-    return len(rows)
+        with _quiet_lock:
+            sdk.removeHandler(held)
+            _quiet_depth -= 1
+            if _quiet_depth == 0:
+                sdk.propagate = _saved_propagate
+
+
+def _exporter(target: OtlpTarget, timeout: float):
+    if target.protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        return OTLPSpanExporter(endpoint=target.url, insecure=not target.secure, timeout=timeout)
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    return OTLPSpanExporter(endpoint=target.url, timeout=timeout)
+
+
+def export_otlp(rows: list[SpanRow], endpoint: str, *, protocol: str | None = None, timeout: float = 10.0,
+                connect_timeout: float = CONNECT_TIMEOUT) -> int:
+    """Send the spans to an OTLP receiver; returns how many were sent.
+
+    ``InvalidArgument`` for a bad URL or protocol; ``EndpointUnreachable`` (an ``ExportError``)
+    when no TCP connection to the receiver is made within ``connect_timeout`` seconds (checked
+    first: nothing is sent); ``ExportError`` when the receiver does not take the spans within
+    ``timeout``. The exporter's own retry logging never reaches the terminal (it is logged at
+    DEBUG on ``unsee.middleware.export`` when the export fails)."""
+    target = otlp_target(endpoint, protocol)
+    check_reachable(target, min(connect_timeout, timeout))
+    with quiet_sdk_logs() as held:
+        exporter = _exporter(target, timeout)
+        try:
+            result = exporter.export(readable_spans(rows))
+        except Exception as exc:
+            result = exc
+        finally:
+            exporter.shutdown()
+    if result is SpanExportResult.SUCCESS:
+        return len(rows)
+    for record in held.records:
+        log.debug("OTLP exporter (%s): %s", record.name, record.getMessage())
+    if isinstance(result, Exception):
+        raise ExportError(f"OTLP export to {endpoint} failed: {result}") from result
+    raise ExportError(f"OTLP export to {endpoint} failed: the receiver at {target.address} did not take "
+                      f"the spans (it refused them, or gave no answer within {timeout:g} s)")
 
 
 def _tag(key: str, value: Any) -> dict[str, Any]:

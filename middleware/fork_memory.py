@@ -2,7 +2,7 @@
 
 The memory store sits outside LangGraph's recovery boundary: when a run starts
 from a checkpoint that is not the thread's head (time travel with a
-``checkpoint_id``, ``update_state`` on an older checkpoint), the store still
+``checkpoint_id``, ``update_state`` on an older checkpoint, a fork into another thread), the store still
 holds what the abandoned branch wrote. unsee recorded each write as a
 ``memory_write`` artifact whose parent is the tool call (or model turn) that
 made it, so it can tell which of them the new branch no longer justifies.
@@ -92,6 +92,10 @@ class OrphanedMemory(BaseModel):
     #: other sessions that read the orphaned value (a ``memory_read`` of the key holding the
     #: write's text): the assertion reached them, and a rollback here does not undo that
     read_by: tuple[str, ...] = ()
+    #: the session that made the write, when it is not ``session_id``: the thread was forked from
+    #: it (its first run started from that session's state), and the write is only reported —
+    #: the other session's own branch still justifies it, and its writes are never touched
+    writer: str | None = None
 
 
 def ancestors(parents: Mapping[str, Sequence[str]], roots: Iterable[str]) -> set[str]:

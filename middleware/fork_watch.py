@@ -41,7 +41,7 @@ from opentelemetry.trace import Span
 
 from . import faults
 from .errors import UnseeError
-from .fork_memory import (DEFAULT_FORK_POLICY, ForkPolicy, LiveOrphan, OrphanedMemory, action_for, live_orphans,
+from .fork_memory import (DEFAULT_FORK_POLICY, FORK_POLICIES, ForkPolicy, LiveOrphan, OrphanedMemory, action_for, live_orphans,
                           orphaned_writes, parse_fork_policy, same_value, write_before)
 from .records import ArtifactType
 from .sqldb import Db, SqliteDb, create_tables
@@ -51,7 +51,7 @@ log = logging.getLogger("unsee.forks")
 
 FILE = "fork_memory.sqlite"
 _COLS = ("session_id", "write_id", "write_seq", "restore_seq", "abandoned_turn", "detected_turn",
-         "branch_checkpoint", "policy", "action", "restored", "created_ns")
+         "branch_checkpoint", "policy", "action", "restored", "created_ns", "writer")
 # ids, seqs and states only: no namespace or key (they often name a person) and no value; both are
 # read back from the session's write journal by seq (``ForkWatch.records``)
 _SCHEMA = """
@@ -69,7 +69,18 @@ CREATE TABLE IF NOT EXISTS fork_memory (
   created_ns INTEGER NOT NULL,
   PRIMARY KEY (session_id, write_id)
 );
+CREATE TABLE IF NOT EXISTS fork_policy (
+  session_id TEXT PRIMARY KEY,
+  policy TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS fork_origin (
+  session_id TEXT PRIMARY KEY,
+  parent TEXT NOT NULL,
+  branch_checkpoint TEXT,
+  created_ns INTEGER NOT NULL
+);
 """
+_TABLES = frozenset({"fork_memory", "fork_policy", "fork_origin"})
 
 
 @dataclass(frozen=True)
@@ -87,6 +98,8 @@ class ForkRow:
     action: str
     restored: str | None
     created_ns: int
+    #: the session that made the write when it is not ``session_id`` (a fork into another thread)
+    writer: str | None = None
 
 
 #: span event (one per reported item) and root-span attributes of a run that found a fork
@@ -129,7 +142,8 @@ class ForkJournal:
                 db = shared
                 if not create and "fork_memory" not in db.tables():
                     return None
-            create_tables(db, _SCHEMA, frozenset({"fork_memory"}), 1, what="fork_memory")
+            create_tables(db, _SCHEMA, _TABLES, 1, what="fork_memory")
+            _add_writer_column(db)
             self._db = db
             return db
 
@@ -160,12 +174,47 @@ class ForkJournal:
         return [ForkRow(*r) for r in found]
 
     def drop(self, session_id: str) -> int:
-        """Forget a session's items (its records are gone: an erasure of the subject). How many."""
+        """Forget a session's items, those about its writes, its policy and its fork origin (its
+        records are gone: an erasure of the subject). How many items."""
         db = self._open(create=False)
         if db is None:
             return 0
+        with self._lock, db.transaction():
+            n = db.execute("DELETE FROM fork_memory WHERE session_id=? OR writer=?", (session_id, session_id)).rowcount
+            db.execute("DELETE FROM fork_policy WHERE session_id=?", (session_id,))
+            db.execute("DELETE FROM fork_origin WHERE session_id=? OR parent=?", (session_id, session_id))
+        return n
+
+    # -- per-session policy and fork origin (kept in the home: every process of it sees them) --
+    def set_policy(self, session_id: str, policy: str) -> None:
+        db = self._open(create=True)
         with self._lock:
-            return db.execute("DELETE FROM fork_memory WHERE session_id=?", (session_id,)).rowcount
+            db.execute("INSERT INTO fork_policy(session_id, policy) VALUES (?, ?)"
+                       " ON CONFLICT(session_id) DO UPDATE SET policy=excluded.policy", (session_id, policy))
+
+    def policy_of(self, session_id: str) -> str | None:
+        db = self._open(create=False)
+        if db is None:
+            return None
+        with self._lock:
+            row = db.execute("SELECT policy FROM fork_policy WHERE session_id=?", (session_id,)).fetchone()
+        return row[0] if row else None
+
+    def set_origin(self, session_id: str, parent: str, checkpoint: str | None, created_ns: int) -> None:
+        """``session_id`` is a thread forked from ``parent``'s (its first run started from state
+        ``parent`` recorded); the first origin found is kept."""
+        db = self._open(create=True)
+        with self._lock:
+            db.execute("INSERT INTO fork_origin(session_id, parent, branch_checkpoint, created_ns) VALUES (?, ?, ?, ?)"
+                       " ON CONFLICT(session_id) DO NOTHING", (session_id, parent, checkpoint, created_ns))
+
+    def origins(self) -> dict[str, str]:
+        """Every forked thread's parent session."""
+        db = self._open(create=False)
+        if db is None:
+            return {}
+        with self._lock:
+            return dict(db.execute("SELECT session_id, parent FROM fork_origin").fetchall())
 
     def close(self) -> None:
         with self._lock:
@@ -183,16 +232,18 @@ class ForkWatch:
     def __init__(self, store: Any, default: ForkPolicy | str = DEFAULT_FORK_POLICY):
         self.store = store
         self.default: ForkPolicy = parse_fork_policy(default)
-        self.policies: dict[str, ForkPolicy] = {}
         self.journal = ForkJournal(store)
         #: failures of the observing part (a journal or records read that failed): logged, counted
         self.failures = 0
 
     def policy(self, session_id: str) -> ForkPolicy:
-        return self.policies.get(session_id, self.default)
+        """The session's policy: the one set for it (in this home, by any process), else the default."""
+        stored = self.journal.policy_of(session_id)
+        return parse_fork_policy(stored) if stored in FORK_POLICIES else self.default
 
     def set_policy(self, session_id: str, policy: ForkPolicy | str) -> None:
-        self.policies[session_id] = parse_fork_policy(policy)
+        """Keep ``policy`` for the session in the home (InvalidArgument, before anything is written)."""
+        self.journal.set_policy(session_id, parse_fork_policy(policy))
 
     @staticmethod
     def abandoned(live: dict[str, None], ids: Iterable[str | None]) -> bool:
@@ -228,7 +279,7 @@ class ForkWatch:
             if found:
                 self.journal.put([ForkRow(sid, o.write.id, o.write.seq, o.restore_seq, o.write.turn, turn, checkpoint,
                                           policy, action, None, now) for o in found])
-            pending = [r for r in self.journal.rows(sid) if r.action == "rolling_back"]
+            pending = [r for r in self.journal.rows(sid) if r.action == "rolling_back" and r.writer is None]
         except Exception as exc:  # (not the run's business: it goes on with what it has)
             self.failures += 1
             log.warning("finding orphaned memory of session %s failed: %r", sid, exc, exc_info=exc)
@@ -245,6 +296,42 @@ class ForkWatch:
         # what this run found, and the rollbacks it finished (begun by a run that crashed)
         return [r for r in self._records(sid, self.store.store_journal(sid))
                 if (r.created_ns == now or r.write_id in finished) and r.action != "kept"]
+
+    def on_thread_fork(self, st: Any, state_ids: list[str], stores: Iterable[Any] = (), *, turn: int,
+                       checkpoint: str | None) -> list[OrphanedMemory]:
+        """A session's first run whose state already holds messages another session recorded
+        (``update_state`` of a new thread with another's values, ``copy_thread``): a fork into
+        another thread. The parent is the session that recorded most of ``state_ids``; its
+        writes the new branch does not justify, whose value the store still holds, are recorded
+        for this session with ``writer`` the parent — flagged (``keep``: kept), never rolled
+        back: they are another session's, and its own branch still justifies them. An observer:
+        a failure is logged and counted."""
+        from .memory import RecordingStore
+
+        sid = st.session_id
+        store = next((s for s in stores if isinstance(s, RecordingStore)), None)
+        try:
+            held = {s: n for s, n in self.store.sessions_holding(state_ids).items() if s != sid and "~" not in s}
+            if not held:
+                return []
+            parent = max(held, key=lambda s: (held[s], s))
+            now = time.time_ns()
+            self.journal.set_origin(sid, parent, checkpoint, now)
+            known = {r.write_id for r in self.journal.rows(sid)}
+            orphans = orphaned_writes(self.store.artifacts(parent), state_ids)
+            found = [o for o in live_orphans(orphans, self.store.store_journal(parent)) if o.write.id not in known]
+            if store is not None:
+                found = [o for o in found if same_value(_value(store, o.namespace, o.key), o.expect)]
+            if not found:
+                return []
+            action = "kept" if self.policy(sid) == "keep" else "flagged"
+            self.journal.put([ForkRow(sid, o.write.id, o.write.seq, o.restore_seq, o.write.turn, turn, checkpoint,
+                                      self.policy(sid), action, None, now, parent) for o in found])
+            return [r for r in self._records(sid, []) if r.created_ns == now and r.action != "kept"]
+        except Exception as exc:
+            self.failures += 1
+            log.warning("finding memory orphaned by the fork of session %s failed: %r", sid, exc, exc_info=exc)
+            return []
 
     def _finish(self, st: Any, store: Any, journal: list, pending: list[ForkRow]) -> set[str]:
         """Finish the session's journaled rollbacks (idempotent: rerun after a crash); the write
@@ -301,7 +388,8 @@ class ForkWatch:
         for r in found:
             span.add_event(EVENT, {"unsee.memory.namespace": "/".join(r.namespace), "unsee.memory.key": r.key,
                                    "unsee.artifact.id": r.write_id, "unsee.fork.abandoned_turn": r.abandoned_turn,
-                                   "unsee.fork.action": r.action, "unsee.fork.checkpoint": r.branch_checkpoint or ""})
+                                   "unsee.fork.action": r.action, "unsee.fork.checkpoint": r.branch_checkpoint or "",
+                                   **({"unsee.fork.writer": r.writer} if r.writer else {})})
 
     def records(self, session_id: str, *, include_kept: bool = False) -> list[OrphanedMemory]:
         """A session's orphaned items, oldest first (``"kept"`` ones only with ``include_kept``)."""
@@ -314,21 +402,25 @@ class ForkWatch:
             return []
         from .memory import source_key
 
-        by_seq = {e[0]: e for e in journal}
+        journals = {session_id: {e[0]: e for e in journal or self.store.store_journal(session_id)}}
         out = []
         readers = None
         for r in rows:
-            e = by_seq.get(r.write_seq)
-            ns, key = (tuple(e[1]), e[2]) if e is not None else self._source_of(session_id, r.write_id)
+            writer = r.writer or session_id
+            if writer not in journals:
+                journals[writer] = {e[0]: e for e in self.store.store_journal(writer)}
+            e = journals[writer].get(r.write_seq)
+            ns, key = (tuple(e[1]), e[2]) if e is not None else self._source_of(writer, r.write_id)
             if readers is None:
                 readers = self._readers(session_id)
-            text = self.store.content(session_id, r.write_id)
-            read_by = tuple(sorted({s for s, src, got in readers if src == source_key(ns, key)
+            text = self.store.content(writer, r.write_id)
+            read_by = tuple(sorted({s for s, src, got in readers if s != writer and src == source_key(ns, key)
                                     and text is not None and got == text}))
             out.append(OrphanedMemory(session_id=r.session_id, namespace=ns, key=key, write_id=r.write_id,
                                       abandoned_turn=r.abandoned_turn, detected_turn=r.detected_turn,
                                       branch_checkpoint=r.branch_checkpoint, policy=r.policy, action=r.action,
-                                      restored=r.restored, created_ns=r.created_ns, read_by=read_by))
+                                      restored=r.restored, created_ns=r.created_ns, read_by=read_by,
+                                      writer=r.writer))
         return out
 
     def _readers(self, session_id: str) -> list[tuple[str, str, str | None]]:
@@ -364,6 +456,16 @@ class ForkWatch:
 
     def close(self) -> None:
         self.journal.close()
+
+
+def _add_writer_column(db: Db) -> None:
+    """``fork_memory.writer`` (added after the table first shipped): an older home gets it on open."""
+    if db.dialect == "sqlite":
+        if "writer" not in {r[1] for r in db.execute("PRAGMA table_info(fork_memory)").fetchall()}:
+            db.execute("ALTER TABLE fork_memory ADD COLUMN writer TEXT")
+    elif not db.execute("SELECT 1 FROM information_schema.columns WHERE table_schema=current_schema()"
+                        " AND table_name='fork_memory' AND column_name='writer'").fetchone():
+        db.execute("ALTER TABLE fork_memory ADD COLUMN IF NOT EXISTS writer TEXT")
 
 
 def _namespace_leases(store: Any, namespace: tuple[str, ...], key: str, value: Any):

@@ -17,7 +17,7 @@ from itertools import chain
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from opentelemetry import trace
 
 from . import semconv as sc
@@ -92,6 +92,7 @@ class UnseeMiddleware(AgentMiddleware):
                 self.recorder.release_run(sid)
                 raise
         fork = None  # the artifacts the run's state starts with, when it lost messages the session had live
+        thread_fork = None  # a session's first run starting from state recorded in another thread
         try:
             rec = self.recorder
             st = rec.state(sid)
@@ -116,14 +117,19 @@ class UnseeMiddleware(AgentMiddleware):
                         sc.TURN: st.turn,
                     },
                 )
+                first = not st.started
                 kind = CheckpointKind.TURN if st.started else CheckpointKind.SESSION_START
                 st.started = True
                 rec.checkpoint_later(st, kind, langgraph_checkpoint_id=lg_ckpt, env=True)
                 msgs = state.get("messages", [])
                 ids, new, fresh = st.message_ids.of(msgs, st.known)
                 forks = rec.forks
-                if forks is not None and forks.abandoned(st.live, ids) and not replaying(sid, configurable()):
-                    fork = [i for i in ids if i is not None and i in st.known]  # (before the new input)
+                if forks is not None and not replaying(sid, configurable()):
+                    if forks.abandoned(st.live, ids):
+                        fork = [i for i in ids if i is not None and i in st.known]  # (before the new input)
+                    elif first and any(isinstance(m, (AIMessage, ToolMessage)) for m in msgs):
+                        # a new thread whose state already holds model turns: copied from another's?
+                        thread_fork = [i for i in ids if i is not None]
                 for i in new:  # the messages not recorded yet (the new input)
                     self._record_message(st, msgs[i])
                 st.message_ids.settle(msgs, ids, fresh)
@@ -131,15 +137,21 @@ class UnseeMiddleware(AgentMiddleware):
             self.recorder.fail(sid, exc)
         if fork is not None:
             self._on_fork(sid, fork, lg_ckpt, runtime)
+        elif thread_fork is not None:
+            self._on_fork(sid, thread_fork, lg_ckpt, runtime, thread=True)
 
-    def _on_fork(self, sid: str, branch: list[str], lg_ckpt: str | None, runtime) -> None:
+    def _on_fork(self, sid: str, branch: list[str], lg_ckpt: str | None, runtime, thread: bool = False) -> None:
         """The run starts a new branch: the session's fork policy for the memory the abandoned
-        branch wrote (``fork_watch``). A rollback that cannot finish ends the run."""
+        branch wrote (``fork_watch``); ``thread``: the branch was forked from another thread's
+        state (its writes are only reported). A rollback that cannot finish ends the run."""
         rec = self.recorder
         st = rec.state(sid)
         stores = (getattr(runtime, "store", None), getattr(rec.agents.get(sid), "store", None))
         try:
-            found = rec.forks.on_fork(st, branch, stores, turn=st.turn, checkpoint=lg_ckpt)
+            if thread:
+                found = rec.forks.on_thread_fork(st, branch, stores, turn=st.turn, checkpoint=lg_ckpt)
+            else:
+                found = rec.forks.on_fork(st, branch, stores, turn=st.turn, checkpoint=lg_ckpt)
         except BaseException as exc:
             self._end_turn(failed=exc)
             raise

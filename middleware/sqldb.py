@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from .errors import InvalidStoreUrl, StoreUnavailable
+from .errors import InvalidStoreUrl, StoreDriverMissing, StoreUnavailable
 
 #: the PostgreSQL schema unsee's tables live in (beside LangGraph's own ``checkpoints`` table)
 PG_SCHEMA = "unsee"
@@ -214,7 +214,7 @@ def open_pool(url: str, *, max_size: int = 8, timeout: float | None = None) -> A
         import psycopg
         from psycopg_pool import ConnectionPool, PoolTimeout
     except ImportError as e:  # pragma: no cover - the postgres extra is not installed
-        raise InvalidStoreUrl(url, "PostgreSQL stores need psycopg 3: pip install 'unsee[postgres]'") from e
+        raise StoreDriverMissing(url, "PostgreSQL stores need psycopg 3: pip install 'unsee[postgres]'") from e
     try:
         psycopg.conninfo.conninfo_to_dict(url)
     except psycopg.ProgrammingError as e:

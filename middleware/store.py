@@ -467,6 +467,20 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
                 db.execute(f"VACUUM FULL {table}")
         return ["PostgreSQL: unsee's tables rewritten (VACUUM FULL): deleted rows left the heap and TOAST files"]
 
+    def sessions_holding(self, artifact_ids: Sequence[str]) -> dict[str, int]:
+        """Per session, how many of ``artifact_ids`` it recorded. A message's artifact id comes
+        from its LangGraph id, not its thread, so a thread whose state was copied from another's
+        holds that session's ids (``fork_watch``). No index on ids alone: asked only at a
+        session's first run, and only when its state already holds model turns."""
+        ids = sorted(set(artifact_ids))
+        out: dict[str, int] = {}
+        for i in range(0, len(ids), 500):  # (SQLite's bound-parameter limit)
+            chunk = ids[i:i + 500]
+            for sid, n in self._rows(f"SELECT session_id, COUNT(*) FROM artifacts WHERE id IN "
+                                     f"({', '.join('?' * len(chunk))}) GROUP BY session_id", chunk):
+                out[sid] = out.get(sid, 0) + n
+        return out
+
     def sessions_like(self, prefix: str) -> list[str]:
         """Recorded session ids starting with ``prefix`` (e.g. a session's scratch sessions)."""
         rows = self._rows("SELECT session_id FROM sessions WHERE substr(session_id, 1, length(?))=?",

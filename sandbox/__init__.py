@@ -15,6 +15,8 @@ suite every backend passes, third-party ones included, is
 :mod:`unsee.sandbox.testing` (needs pytest; not imported here).
 :mod:`unsee.sandbox.storage` finds, reads and deletes what environments
 stored (snapshots, workspaces, images, containers) without opening them.
+:func:`owner_id` is the id of a home (``<home>/home_id``) that the docker
+backend labels its objects with (``owner=``), so cleanup stays in one home.
 """
 
 from .base import (
@@ -38,9 +40,11 @@ from .errors import (
     ExecFailed,
     ExecTimeout,
     ImageBuildError,
+    InvalidCleanup,
     InvalidOption,
     LedgerError,
     NotSupported,
+    OwnerIdError,
     PathNotFound,
     PathOutsideSandbox,
     SandboxError,
@@ -51,6 +55,7 @@ from .errors import (
     StoredItemNotFound,
 )
 from .ledger import EFFECTS, Effect, Ledger
+from .owner import owner_id
 from .storage import (
     StoredItem,
     delete_item,
@@ -81,6 +86,7 @@ __all__ = [
     "EFFECTS",
     "Effect",
     "Ledger",
+    "owner_id",
     "BackendError",
     "BackendNotFound",
     "CallFailed",
@@ -90,9 +96,11 @@ __all__ = [
     "ExecFailed",
     "ExecTimeout",
     "ImageBuildError",
+    "InvalidCleanup",
     "InvalidOption",
     "LedgerError",
     "NotSupported",
+    "OwnerIdError",
     "PathNotFound",
     "PathOutsideSandbox",
     "SandboxError",

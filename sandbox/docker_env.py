@@ -4,7 +4,9 @@ Every container runs with ``network_mode="none"``, memory/pids/CPU limits,
 all capabilities dropped, ``no-new-privileges``, and the image's user (the
 unsee images run as uid 1000). Containers and images carry labels
 (``unsee.sandbox=1``, ``unsee.env=<env id>``, ``unsee.role=container|snapshot|
-shadow|base``) so :func:`cleanup` can find and remove what unsee made.
+shadow|base``, and ``unsee.home=<owner id>`` when the caller names an owner:
+the id of its unsee home, :mod:`.owner`) so :func:`cleanup` can find and
+remove what unsee made, one home's at a time (the daemon is shared).
 
 - ``snapshot()``: ``container.commit()`` (pauses the container; ~0.2 s for a
   container that wrote 10 MB). Every commit adds one image layer and Docker
@@ -61,6 +63,7 @@ from .errors import (
     DaemonLost,
     ExecFailed,
     ExecTimeout,
+    InvalidCleanup,
     PathNotFound,
     SandboxError,
     SandboxUnavailable,
@@ -71,11 +74,13 @@ from .image import DEFAULT_IMAGE
 __all__ = [
     "DockerEnvironment",
     "cleanup",
+    "count_unowned",
     "CleanupReport",
     "LABEL_SANDBOX",
     "LABEL_ENV",
     "LABEL_ROLE",
     "LABEL_PARENT",
+    "LABEL_HOME",
     "SNAPSHOT_REPO",
     # re-exported from .docker_api (their home) for existing importers
     # (tests/conftest.py, benchmarks/bench_sandbox.py)
@@ -92,6 +97,10 @@ LABEL_SANDBOX = "unsee.sandbox"
 LABEL_ENV = "unsee.env"
 LABEL_ROLE = "unsee.role"
 LABEL_PARENT = "unsee.parent"
+#: the owner id (an unsee home's, :func:`unsee.sandbox.owner.owner_id`) on what an owned environment makes
+LABEL_HOME = "unsee.home"
+#: the labels the backend sets itself: never copied from an image's config into a new one
+_OWN_LABELS = (LABEL_ROLE, LABEL_ENV, LABEL_SANDBOX, LABEL_PARENT, LABEL_HOME)
 SNAPSHOT_REPO = "unsee-snap"
 
 # Runs "$2" in its own process group and kills the whole group after "$1"
@@ -114,7 +123,7 @@ class DockerEnvironment(Environment):
     capabilities = ALL_CAPABILITIES
     OPTIONS = frozenset({
         "image", "client", "user", "workdir", "environment", "mem_limit", "pids_limit",
-        "nano_cpus", "flatten_every", "keep_snapshots", "env_id",
+        "nano_cpus", "flatten_every", "keep_snapshots", "env_id", "owner",
     })
 
     def __init__(
@@ -131,6 +140,7 @@ class DockerEnvironment(Environment):
         flatten_every: int = 50,
         keep_snapshots: bool = False,
         env_id: str | None = None,
+        owner: str | None = None,
         _role: str = "container",
         _parent: str | None = None,
         _owned_images: list[str] | None = None,
@@ -140,6 +150,10 @@ class DockerEnvironment(Environment):
         ``user`` defaults to the image's user (uid 1000 for the unsee images);
         ``workdir`` to the image's working directory. ``keep_snapshots`` keeps
         snapshot images after close (they stay labelled for cleanup()).
+        ``owner`` (e.g. the id of the caller's unsee home) labels every container
+        and image this environment and its shadows make, so that
+        ``cleanup(owner=...)`` removes them and nothing of other owners; without
+        one only a daemon-wide ``cleanup(everything=True)`` (or by env id) does.
         """
         import docker.errors
 
@@ -148,6 +162,7 @@ class DockerEnvironment(Environment):
         self.image = image
         self.flatten_every = flatten_every
         self.keep_snapshots = keep_snapshots
+        self.owner = owner
         self._role = _role
         self._parent = _parent
         self._limits = dict(
@@ -207,10 +222,12 @@ class DockerEnvironment(Environment):
         self._depth = depth
         return self.client.containers.prepare_model({"Id": resp["Id"]})
 
-    def _labels(self, role: str, env_id: str | None = None) -> dict[str, str]:
+    def _labels(self, role: str, env_id: str | None = None, parent: str | None = None) -> dict[str, str]:
         labels = {LABEL_SANDBOX: "1", LABEL_ENV: env_id or self.env_id, LABEL_ROLE: role}
-        if self._parent:
-            labels[LABEL_PARENT] = self._parent
+        if parent or self._parent:
+            labels[LABEL_PARENT] = parent or self._parent
+        if self.owner:
+            labels[LABEL_HOME] = self.owner
         return labels
 
     @property
@@ -376,7 +393,7 @@ class DockerEnvironment(Environment):
             if cfg.get("Cmd"):
                 changes.append(f"CMD {json.dumps(cfg['Cmd'])}")
             for k, v in (cfg.get("Labels") or {}).items():
-                if k not in (LABEL_ROLE, LABEL_ENV, LABEL_SANDBOX, LABEL_PARENT):
+                if k not in _OWN_LABELS:
                     changes.append(f"LABEL {k}={json.dumps(v)}")
             c.pause()
             try:
@@ -419,7 +436,7 @@ class DockerEnvironment(Environment):
         self._require("shadow")
         with self._lock:
             child_id = uuid.uuid4().hex[:12]
-            labels = {LABEL_SANDBOX: "1", LABEL_ENV: child_id, LABEL_ROLE: "shadow", LABEL_PARENT: self.env_id}
+            labels = self._labels("shadow", env_id=child_id, parent=self.env_id)
             image_id = self._capture(f"{self.env_id}-shadow-{child_id}", role="shadow", labels_for=labels)
         child = DockerEnvironment(
             image_id,
@@ -429,6 +446,7 @@ class DockerEnvironment(Environment):
             environment=self._environment,
             flatten_every=self.flatten_every,
             env_id=child_id,
+            owner=self.owner,  # a shadow's container and images are its parent's owner's
             keep_snapshots=self.keep_snapshots,  # a committed replay's shadow becomes the session's
             _role="shadow",
             _parent=self.env_id,
@@ -511,24 +529,59 @@ def _numeric_ids(user: str) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class CleanupReport:
+    """What :func:`cleanup` removed.
+
+    ``failed``: one line per object the daemon refused to remove (it stays).
+    ``unowned``: with an ``owner``, how many unsee containers and images (base
+    images aside) on the daemon carry no owner label at all — made before
+    owners were labelled, or by an environment opened without one — and were
+    therefore kept; only ``everything=True`` removes them. None otherwise.
+    """
+
     containers: int
     images: int
     failed: tuple[str, ...] = ()
+    unowned: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"containers": self.containers, "images": self.images, "failed": list(self.failed),
+                "unowned": self.unowned}
 
 
-def cleanup(client: Any = None, *, env_id: str | None = None, include_base: bool = False) -> CleanupReport:
-    """Remove the containers and images unsee made (found by label).
+def cleanup(
+    client: Any = None,
+    *,
+    owner: str | None = None,
+    env_id: str | None = None,
+    everything: bool = False,
+    include_base: bool = False,
+) -> CleanupReport:
+    """Remove the containers and images unsee made, found by label; say whose.
 
-    ``env_id`` limits it to one environment and its shadows; base images
-    (``unsee.role=base``) are kept unless ``include_base``.
+    - ``owner``: only what carries ``unsee.home=<owner>`` (one home's; other
+      homes on the same daemon keep theirs). The report counts what carries no
+      owner label (``unowned``), which this leaves alone.
+    - ``env_id``: only that environment and its shadows (of ``owner`` when
+      given, else of any owner: env ids are random, so this is one env).
+    - ``everything=True``: every owner's and the unowned ones (the whole daemon);
+      ``include_base`` also removes the base images, which every home shares,
+      and is refused without it.
+
+    Raises InvalidCleanup for a call that names no scope, SandboxUnavailable /
+    DaemonLost when the daemon cannot be reached.
     """
     import docker.errors
 
+    if include_base and not everything:
+        raise InvalidCleanup("the base images are shared by every home: removing them needs everything=True (--all)")
+    if not (owner or env_id or everything):
+        raise InvalidCleanup("cleanup needs a scope: owner=<home id>, env_id=... or everything=True")
     client = client or docker_client()
+    base = [f"{LABEL_SANDBOX}=1"] + ([f"{LABEL_HOME}={owner}"] if owner and not everything else [])
     if env_id:
-        selections = [[f"{LABEL_SANDBOX}=1", f"{LABEL_ENV}={env_id}"], [f"{LABEL_SANDBOX}=1", f"{LABEL_PARENT}={env_id}"]]
+        selections = [base + [f"{LABEL_ENV}={env_id}"], base + [f"{LABEL_PARENT}={env_id}"]]
     else:
-        selections = [[f"{LABEL_SANDBOX}=1"]]
+        selections = [base]
     failed: list[str] = []
     n_c = n_i = 0
     with translate_errors("cleanup"):
@@ -537,9 +590,12 @@ def cleanup(client: Any = None, *, env_id: str | None = None, include_base: bool
             try:
                 c.remove(force=True)
                 n_c += 1
+            except docker.errors.NotFound:
+                pass  # removed meanwhile (e.g. by its own process closing)
             except docker.errors.APIError as exc:
                 failed.append(f"container {c.id[:12]}: {exc.explanation}")
         images = list({i.id: i for sel in selections for i in client.images.list(all=True, filters={"label": sel})}.values())
+        # newest first: a snapshot committed on top of another goes before it
         images.sort(key=lambda i: i.attrs.get("Created", ""), reverse=True)
         for img in images:
             if not include_base and (img.labels or {}).get(LABEL_ROLE) == "base":
@@ -551,4 +607,14 @@ def cleanup(client: Any = None, *, env_id: str | None = None, include_base: bool
                 pass
             except docker.errors.APIError as exc:
                 failed.append(f"image {img.id[:19]}: {exc.explanation}")
-    return CleanupReport(n_c, n_i, tuple(failed))
+        unowned = count_unowned(client) if owner and not everything else None
+    return CleanupReport(n_c, n_i, tuple(failed), unowned)
+
+
+def count_unowned(client: Any = None) -> int:
+    """How many unsee containers and images (base images aside) carry no owner label."""
+    client = client or docker_client()
+    sel = {"label": [f"{LABEL_SANDBOX}=1"]}
+    with translate_errors("cleanup"):
+        objs = [*client.containers.list(all=True, filters=sel), *client.images.list(all=True, filters=sel)]
+    return sum(1 for o in objs if LABEL_HOME not in (o.labels or {}) and (o.labels or {}).get(LABEL_ROLE) != "base")

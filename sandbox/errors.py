@@ -3,6 +3,11 @@
 Each error subclasses :class:`SandboxError` *and* the nearest builtin, so
 callers that know nothing about unsee can still catch them
 (``except TimeoutError``, ``except FileNotFoundError``, ...).
+
+An error may set a class attribute ``exit_code`` (the command line's scheme,
+docs/cli.md: 1 the answer is "no", 2 bad usage or input, 3 an environment
+problem such as no reachable daemon); one that does not is placed by its
+builtin. The base class sets none, so that the builtins decide.
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ __all__ = [
     "StorageRefused",
     "StorageInUse",
     "StoredItemNotFound",
+    "OwnerIdError",
+    "InvalidCleanup",
+    "CleanupNotConfirmed",
 ]
 
 
@@ -70,6 +78,8 @@ class InvalidOption(SandboxError, TypeError):
 class SandboxUnavailable(SandboxError, RuntimeError):
     """A known backend cannot be used here; ``hint`` says what to install/start."""
 
+    exit_code = 3  # an environment problem (no daemon, no image), not the user's input
+
     def __init__(self, message: str, *, backend: str = "", hint: str = ""):
         self.backend = backend
         self.hint = hint
@@ -78,6 +88,8 @@ class SandboxUnavailable(SandboxError, RuntimeError):
 
 class DaemonLost(SandboxError, ConnectionError):
     """The Docker daemon went away during a call (or before it)."""
+
+    exit_code = 3
 
 
 class ExecTimeout(SandboxError, TimeoutError):
@@ -134,6 +146,8 @@ class EnvironmentClosed(SandboxError, RuntimeError):
 
 class ImageBuildError(SandboxError, RuntimeError):
     """Building the sandbox image failed; the message says what is missing."""
+
+    exit_code = 3  # host material is missing (a package, root): an environment problem
 
 
 # --- call ledger ----------------------------------------------------------
@@ -192,6 +206,26 @@ class StoredItemNotFound(SandboxError, LookupError):
     def __init__(self, item: Any):
         self.item = item
         super().__init__(f"stored item not found: {getattr(item, 'describe', lambda: item)()}")
+
+
+class OwnerIdError(SandboxError, ValueError):
+    """A home's id (``<home>/home_id``, :mod:`unsee.sandbox.owner`) cannot be read or made:
+    the home is not a folder, or the file holds something else than an id."""
+
+    exit_code = 2
+
+
+class InvalidCleanup(SandboxError, ValueError):
+    """``cleanup()`` was asked for a scope it refuses: none given (whose objects?), or the
+    shared base images without ``everything=True``."""
+
+    exit_code = 2
+
+
+class CleanupNotConfirmed(SandboxError):
+    """``unsee sandbox cleanup --all`` asked and got no "yes": nothing was removed."""
+
+    exit_code = 1
 
 
 class BackendError(SandboxError, RuntimeError):

@@ -13,8 +13,13 @@ def run(capsys, *argv) -> tuple[int, str, str]:
 
 
 def assert_one_line_error(err: str) -> str:
-    """One ``error:`` line on stderr, no traceback."""
-    assert err.startswith("error: "), err
+    """One ``error:`` line on stderr (with ``--json``: one JSON object), no traceback."""
+    if err.startswith("{"):
+        import json
+
+        assert json.loads(err)["error"]["message"], err
+    else:
+        assert err.startswith("error: "), err
     assert "Traceback" not in err
     assert len(err.strip().splitlines()) == 1, f"error spans several lines: {err!r}"
     return err

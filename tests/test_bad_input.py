@@ -94,7 +94,7 @@ def test_damaged_provenance_store_is_an_error_in_the_cli_and_nothing_changes(hom
     for argv in (["sessions"], ["sessions", "--json"], ["graph", "demo"],
                  ["forget", "demo", "--target", SECRET, "--dry-run"]):
         code, out, err = run(capsys, "--home", home, *argv)
-        assert code == 1, (argv, out, err)
+        assert code == 3, (argv, out, err)  # an environment problem: the store
         assert_one_line_error(err)
         assert str(store) in err and "damaged" in err, err
         assert "DatabaseError" not in err
@@ -120,7 +120,7 @@ def test_damaged_vault_is_an_error_naming_it(home, capsys, how):
     _damage(vault, how)
     before = files_of(home)
     code, _, err = run(capsys, "--home", home, "sessions")
-    assert code == 1
+    assert code == 3
     assert str(vault) in assert_one_line_error(err)
     assert files_of(home) == before
 
@@ -147,7 +147,7 @@ def test_home_that_is_a_file_is_an_error_naming_it(tmp_path, capsys, below):
     home = blocker / "sub" if below else blocker
     for argv in (["sessions"], ["demo", "--model", "scripted", "--no-forget"], ["graph", "x"]):
         code, out, err = run(capsys, "--home", home, *argv)
-        assert code == 1, (argv, err)
+        assert code == 2, (argv, err)
         assert_one_line_error(err)
         assert str(blocker) in err and "not a directory" in err and "FileExistsError" not in err
     with pytest.raises(HomeNotADirectory) as e:

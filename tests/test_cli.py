@@ -59,6 +59,28 @@ def test_run_demo_again_on_same_home_uses_a_fresh_session(tmp_path):
 
 
 # -- sessions ----------------------------------------------------------------------------
+def test_agent_factory_uses_the_model_the_demo_recorded(demo, tmp_path, monkeypatch, caplog):
+    """No hidden default: the factory replays with the demo's model (recorded in the home),
+    $UNSEE_DEMO_MODEL overrides it, and the factory says which (WARNING when not the recorded one)."""
+    import logging
+
+    from unsee.demo import agent_factory, choose_model, recorded_model
+    from unsee.middleware.errors import InvalidArgument
+
+    assert recorded_model(demo["home"]) == "scripted"
+    assert choose_model("local", None)[0] == "local"  # a `make demo` home replays with the local model
+    assert choose_model("local", "scripted")[0] == "scripted"
+    assert choose_model(None, None)[0] == "scripted"
+    with pytest.raises(InvalidArgument, match="UNSEE_DEMO_MODEL"):
+        choose_model("local", "gpt")
+    monkeypatch.delenv("UNSEE_DEMO_MODEL", raising=False)
+    monkeypatch.setenv("UNSEE_HOME", str(tmp_path / "bare"))
+    with caplog.at_level(logging.INFO, logger="unsee.demo"):
+        agent_factory()
+    [rec] = [r for r in caplog.records if r.name == "unsee.demo"]
+    assert rec.levelno == logging.WARNING and "scripted model: no demo recorded" in rec.getMessage()
+
+
 def test_sessions_json_lists_the_demo_session(demo, capsys):
     code, out, err = run(capsys, "--home", demo["home"], "sessions", "--json")
     assert code == 0, err
@@ -75,22 +97,20 @@ def test_sessions_table(demo, capsys):
 
 
 @pytest.mark.parametrize("make_dir", [False, True])
-def test_sessions_on_empty_home_fails(tmp_path, capsys, make_dir):
+def test_sessions_on_empty_home_is_an_empty_list(tmp_path, capsys, make_dir):
     home = tmp_path / "empty"
     if make_dir:
         home.mkdir()
-    code, out, err = run(capsys, "--home", home, "sessions")
-    assert code == 1
-    assert err.startswith("error: ") and "no unsee home" in err
-    assert "Traceback" not in err
-    assert out == ""
+    code, out, err = run(capsys, "--home", home, "sessions", "--json")
+    assert (code, json.loads(out), err) == (0, [], "")
     assert not (home / "provenance.sqlite").exists()  # reading never creates a home
+    assert home.exists() == make_dir
 
 
-def test_sessions_on_empty_home_error_is_one_line(tmp_path, capsys):
+def test_a_session_in_an_empty_home_is_a_one_line_usage_error(tmp_path, capsys):
     home = tmp_path / ("deeply-nested-" * 8) / "empty-home"
-    code, _, err = run(capsys, "--home", home, "sessions")
-    assert code == 1
+    code, _, err = run(capsys, "--home", home, "graph", "s1")
+    assert code == 2 and "does not exist" in err
     assert_one_line_error(err)
 
 
@@ -147,7 +167,7 @@ def test_graph_unknown_target(demo, capsys):
 
 def test_graph_unknown_session(demo, capsys):
     code, out, err = run(capsys, "--home", demo["home"], "graph", "nope")
-    assert code == 1
+    assert code == 2  # bad input (docs/cli.md "Exit codes")
     assert out == ""
     assert_one_line_error(err)
     assert "unknown session 'nope'" in err
@@ -189,10 +209,10 @@ def test_export_jaeger_json(demo, capsys, tmp_path):
 
 def test_export_bad_endpoint_and_unknown_session(demo, capsys, tmp_path):
     code, _, err = run(capsys, "--home", demo["home"], "export", demo["session"], "--otlp-endpoint", "not-a-url")
-    assert code == 1
+    assert code == 2
     assert err.startswith("error: ") and "Traceback" not in err
     code, _, err = run(capsys, "--home", demo["home"], "export", "nope", "--jaeger-json", tmp_path / "x.json")
-    assert code == 1
+    assert code == 2
     assert_one_line_error(err)
     assert not (tmp_path / "x.json").exists()
 
@@ -247,7 +267,7 @@ def _unsee_script() -> Path:
 
 @pytest.mark.parametrize(
     "argv, code",
-    [(["graph", "nope"], 1), (["graph", "SESSION", "--format", "png"], 2)],
+    [(["graph", "nope"], 2), (["graph", "SESSION", "--format", "png"], 2)],
     ids=["unknown-session", "bad-format"],
 )
 def test_script_never_prints_a_traceback(demo, argv, code):
@@ -282,7 +302,7 @@ def test_forget_cli_dry_run_and_apply(tmp_path, capsys, monkeypatch):
     plan = json.loads(out)
     assert plan["tau"] >= 1 and plan["entry_type"] == "tool_return" and plan["closure"]
     code, out, err = run(capsys, "--home", home, "forget", "d", "--target", SECRET)
-    assert code == 1 and "--agent" in err  # a replay needs the agent in this process
+    assert code == 2 and "--agent" in err  # a replay needs the agent in this process
     assert_one_line_error(err)
     monkeypatch.setenv("UNSEE_HOME", str(home))
     code, out, err = run(capsys, "forget", "d", "--target", SECRET, "--agent", "unsee.demo:agent_factory", "--json")
@@ -318,4 +338,4 @@ def test_an_agent_recording_into_another_home_is_refused(demo, tmp_path, capsys,
     monkeypatch.chdir(tmp_path)
     code, out, err = run(capsys, "--home", demo["home"], "forget", demo["session"], "--target", SECRET,
                          "--agent", "otherhome_agent:agent")
-    assert code == 1 and "records into the unsee home" in assert_one_line_error(err)
+    assert code == 2 and "records into the unsee home" in assert_one_line_error(err)

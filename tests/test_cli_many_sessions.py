@@ -1,7 +1,7 @@
 """Issue 29 at the command line: two ``unsee demo --model scripted`` runs in one home, on the
 local sandbox. The second forget's record is erased (the first session's sandbox copies are
 listed as that session's, not counted), ``unsee audit s2`` exits 0, and a forget whose erasure
-is not clean exits 3 (``EXIT_NOT_ERASED``) with one error line."""
+is not clean exits 1 (``EXIT_NOT_ERASED``) with one error line."""
 
 import json
 
@@ -55,12 +55,12 @@ def test_second_demo_in_one_home_erases_its_record_and_names_the_first(home, cap
     assert "signature: valid" in out and "also held by session s1" in out
 
 
-def test_a_forget_whose_erasure_is_not_clean_exits_3(home, capsys):
+def test_a_forget_whose_erasure_is_not_clean_exits_1(home, capsys):
     home.mkdir()
     # a copy no route and no session claims: the erasure's audit finds it, and it counts
     (home / "stray-notes.txt").write_text(f"card {SECRET}")
     code, out, err = _demo(capsys, home, "s1")
-    assert code == EXIT_NOT_ERASED == 3
+    assert code == EXIT_NOT_ERASED == 1  # done, and the answer is "no" (as audit and erase)
     assert "NO: copies remain in this forget's scope" in out
     assert "not erased clean" in assert_one_line_error(err)
 

@@ -291,6 +291,8 @@ def test_demo_on_the_local_model(tmp_path):
     assert "<tool_call>" not in out
     assert "secret in the live state after forgetting: no" in out
     assert "refunds actually paid for demo: 1" in out
+    # the README's `unsee forget ... --agent unsee.demo:agent_factory` replays with this model
+    assert json.loads((tmp_path / ".unsee" / "demo.json").read_text())["model"] == "local"
     assert "replay model" in out  # the forget's replayed steps are shown
     assert "dtype" not in res.stderr
     nxt = out.split("Next, try:", 1)[1].strip().splitlines()

@@ -31,6 +31,10 @@ _EXPORTS = {
     "RevocationEvent": "unsee.plugins.forget",
     "ForgetReport": "unsee.plugins.forget",
     "ForgetPlan": "unsee.plugins.forget",
+    "ReplayFailed": "unsee.plugins.forget",
+    "IfcNotEnabled": "unsee.plugins.forget",
+    "NoUnseeHome": "unsee.middleware.errors",
+    "OrphanedMemory": "unsee.middleware.fork_memory",
 }
 
 __all__ = sorted(_EXPORTS)

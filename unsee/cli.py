@@ -2,12 +2,13 @@
 
 The home is ``--home``, else ``$UNSEE_HOME``, else ``./.unsee``; the store is
 ``--store`` (a ``postgresql://`` URL), else ``$UNSEE_STORE``, else SQLite in
-the home. Every error
-is one line on stderr and a non-zero exit: 1 for a failed operation, 2 for bad
-arguments. No tracebacks. Exit codes (docs/erasure.md "Many sessions in one home"):
-0 done; 1 a failed operation, or (``audit``, ``erase``, ``receipt verify``) a
-copy remains in the session's scope; 2 bad arguments; 3 (``forget``, ``demo``)
-the forget is committed but its erasure is not clean (``EXIT_NOT_ERASED``).
+the home. Every error is one line on stderr in unsee's words (a JSON object
+with ``--json``; the traceback too with ``--debug``), and every command exits
+by one scheme (``unsee/exit_codes.py``, docs/cli.md "Exit codes"): 0 done;
+1 done, the answer is "no" (a copy remains, a signature is invalid, the target
+is nowhere); 2 bad usage or input; 3 an environment problem (store, daemon,
+endpoint, model unavailable; the session busy); 4 failed, nothing changed (the
+user's code raised during a replay; an internal error); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from rich.table import Table
 
 from unsee.config import resolve_home, resolve_store
 from unsee.config import version as unsee_version
-from unsee.middleware.errors import AmbiguousTarget, UnseeError
+from unsee.exit_codes import INTERRUPTED, NO, OK, USAGE, code_for, message_for, one_line, usage_message
+from unsee.middleware.errors import AmbiguousTarget, InvalidArgument, UnseeError
 
 app = typer.Typer(
     name="unsee",
@@ -39,8 +41,8 @@ app = typer.Typer(
 err = Console(stderr=True)
 
 #: ``forget``/``demo``: the forget committed, but its record is not erased clean (a copy remains in
-#: its scope, or the erasure could not finish): distinct from 1, where nothing was forgotten
-EXIT_NOT_ERASED = 3
+#: its scope, or the erasure could not finish): the answer is "no", as for audit and erase
+EXIT_NOT_ERASED = NO
 
 #: the width of output that is not a terminal: never truncated or wrapped, so ids stay copyable
 PIPE_WIDTH = 100_000
@@ -63,6 +65,8 @@ def _print_version(value: bool) -> None:
 class _State:
     home: Path | None = None
     store: str | None = None
+    json: bool = False  # (--json anywhere on the line: errors are JSON too)
+    debug: bool = False
 
 
 state = _State()
@@ -75,9 +79,17 @@ def _root(
                                         "(default: $UNSEE_STORE, else SQLite in the home)"),
     version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                  help="print the version and exit"),
+    debug: bool = typer.Option(False, "--debug", help="log unsee's debug messages and print an error's "
+                                                      "traceback (stderr)"),
 ) -> None:
     state.home = resolve_home(home)
     state.store = resolve_store(store)
+    if debug:
+        import logging
+
+        state.debug = True
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+        logging.getLogger("unsee").setLevel(logging.DEBUG)
 
 
 def _home() -> Path:
@@ -94,22 +106,42 @@ def _open(must_exist: bool = True):
     return Unsee(home=home, store=state.store)
 
 
+def _has_records(home: Path) -> bool:
+    return state.store is not None or (home / "provenance.sqlite").exists()
+
+
 def _require_home() -> Path:
+    """The home, which must hold unsee's records (a typed error naming it, exit 2)."""
+    from unsee.middleware.errors import NoUnseeHome
+
     home = _home()
-    if state.store is None and not (home / "provenance.sqlite").exists():
-        raise UnseeError(f"no unsee home at {home} (set --home or UNSEE_HOME)")
+    if not _has_records(home):
+        raise NoUnseeHome(home)
     return home
+
+
+def _bad_value(option: str, e: Exception) -> UnseeError:
+    """A value a record refused (pydantic's ``ValidationError``) as unsee's one-line usage error."""
+    from unsee.exit_codes import is_validation_error, validation_message
+    from unsee.middleware.errors import InvalidArgument
+
+    text = validation_message(e) if is_validation_error(e) else str(e)
+    return InvalidArgument(f"{option}: {text.split(': ', 1)[1] if ': ' in text else text}")
 
 
 @app.command("sessions")
 def sessions_cmd(as_json: bool = typer.Option(False, "--json", help="machine-readable output")) -> None:
-    """List recorded sessions."""
-    u = _open()
-    rows = u.sessions()
-    orphaned = u.recorder.forks.counts()  # flagged store items after a fork (docs/provenance.md)
+    """List recorded sessions (none in a home that holds no records yet: an empty list, exit 0)."""
+    if not _has_records(_home()):  # (nothing recorded yet; nothing is made)
+        rows, orphaned, origins = [], {}, {}
+    else:
+        u = _open()
+        rows = u.sessions()
+        orphaned = u.recorder.forks.counts()  # flagged store items after a fork (docs/provenance.md)
+        origins = u.recorder.forks.journal.origins()
     if as_json:
-        print(json.dumps([{**s.model_dump(), "orphaned_memory": orphaned.get(s.session_id, 0)} for s in rows],
-                         indent=1))
+        print(json.dumps([{**s.model_dump(), "orphaned_memory": orphaned.get(s.session_id, 0),
+                           "forked_from": origins.get(s.session_id)} for s in rows], indent=1))
         return
     t = Table()
     # ids are never cut with an ellipsis: folded on a narrow terminal, whole when piped
@@ -167,17 +199,13 @@ def view_cmd(
 ) -> None:
     """Write a self-contained web page of a session: its provenance graph, a target's closure,
     checkpoints, IFC decisions, detector findings and a forget's before/after."""
-    from unsee.middleware.errors import SessionNotFound, TargetNotFound
-    from unsee.plugins.view import ViewError, render_html
+    from unsee.plugins.view import render_html
 
     if target is not None and not target.strip():
         raise cx.BadParameter("--target must be a non-empty text")
     if source is not None and target is None:
         raise cx.BadParameter("--source restricts --target: give --target TEXT too")
-    try:
-        payload = _open().view(session, target=target, source=source, event=event, content=content, detect=detect)
-    except (SessionNotFound, TargetNotFound, ViewError) as e:
-        raise cx.BadParameter(str(e)) from None
+    payload = _open().view(session, target=target, source=source, event=event, content=content, detect=detect)
     path = output or Path(f"unsee-view-{''.join(c if c.isalnum() or c in '-_.' else '_' for c in session)}.html")
     path.write_text(render_html(payload), encoding="utf-8")
     console = _console()
@@ -234,7 +262,7 @@ def demo_cmd(
 ) -> None:
     """Run the customer-support demo agent, show the provenance of its secret, then forget it.
 
-    Exit 3 if the forget committed but its record is not erased clean."""
+    Exit 1 if the forget committed but its record is not erased clean."""
     from unsee.demo import run_demo
 
     if model not in ("local", "scripted"):
@@ -377,6 +405,8 @@ def forget_cmd(
     erase: bool = typer.Option(True, "--erase/--no-erase",
                                help="after a committed replay, erase the target from every stored record and "
                                     "sign a receipt (default); --no-erase keeps the old record"),
+    ifc: Optional[list[str]] = typer.Option(None, "--ifc", help="enable IFC first with this identifier sink, "
+                                                                "tool.argument (repeatable): B8 and B9 need it"),
 ) -> None:
     """Forget TARGET in SESSION: rebuild the state as if it had never been seen.
 
@@ -387,11 +417,13 @@ def forget_cmd(
 
     unsee forget demo --target 4417-2231 --agent unsee.demo:agent_factory
 
-    --dry-run only plans and needs no agent.
+    --dry-run only plans and needs no agent. B8 and B9 label I(z) revoked for
+    information-flow control: enable it with --ifc SINK (e.g. --ifc
+    send_email.to), as u.ifc(sinks=[...]) does in Python.
 
-    Exit 3 if the forget committed but its record is not erased clean (a copy
+    Exit 1 if the forget committed but its record is not erased clean (a copy
     remains in this forget's scope, or the erasure could not finish; the
-    report says which). Other sessions' copies of the same text are listed
+    report says which), or if TARGET occurs in no recorded artifact. Other sessions' copies of the same text are listed
     ("also held by"), never counted.
     """
     from unsee.plugins.forget import RevocationEvent, Strategy, UnknownStrategy
@@ -403,10 +435,14 @@ def forget_cmd(
     try:
         event = RevocationEvent(target=target, source=source, reason=reason, raised_by="operator")
     except ValueError as e:
-        raise cx.BadParameter(f"--target: {e.errors()[0]['msg'] if hasattr(e, 'errors') else e}") from e
+        raise _bad_value("--target", e) from e
     if not session.strip():
         raise cx.BadParameter("SESSION must be a non-empty session id")
+    if ifc is not None and not all(isinstance(x, str) and x.strip() for x in ifc):
+        raise cx.BadParameter("--ifc must name a sink, tool.argument (e.g. send_email.to)")
     compiled, u = _agent_and_unsee(agent)
+    if ifc:
+        u.ifc(list(ifc))  # (InvalidSinkSpec, exit 2, before anything is changed)
     result = u.forget(session, event, strategy, agent=compiled, dry_run=dry_run, erase=erase,
                       scope="all" if all_sessions else "session")
     if as_json:
@@ -436,7 +472,7 @@ def _agent_and_unsee(agent: Optional[str]):
     compiled = _load_agent(agent) if agent else None
     owner = _owner_of(compiled) if compiled is not None else None
     if owner is not None and Path(owner.home).resolve() != home.resolve():
-        raise UnseeError(f"--agent {agent} records into the unsee home {owner.home}, but this command's home is "
+        raise InvalidArgument(f"--agent {agent} records into the unsee home {owner.home}, but this command's home is "
                          f"{home}: name the same home for both (--home or UNSEE_HOME; a factory that opens "
                          "Unsee(home=resolve_home()) follows it)")
     if owner is not None and owner.store.url != state.store:
@@ -444,7 +480,7 @@ def _agent_and_unsee(agent: Optional[str]):
 
         def name(url):
             return redact_url(url) if url else "SQLite in the home"
-        raise UnseeError(f"--agent {agent} records into the store {name(owner.store.url)}, but this command's "
+        raise InvalidArgument(f"--agent {agent} records into the store {name(owner.store.url)}, but this command's "
                          f"store is {name(state.store)}: name the same store for both (--store or UNSEE_STORE)")
     return compiled, owner or _open()
 
@@ -507,7 +543,7 @@ def erase_cmd(
         event = RevocationEvent(target=target, reason="erase", raised_by="operator",
                                 **({"event_id": event_id} if event_id else {}))
     except ValueError as e:
-        raise cx.BadParameter(f"--target: {e.errors()[0]['msg'] if hasattr(e, 'errors') else e}") from e
+        raise _bad_value("--event-id" if event_id and "event_id" in str(e) else "--target", e) from e
     if not session.strip():
         raise cx.BadParameter("SESSION must be a non-empty session id")
     compiled, u = _agent_and_unsee(agent)
@@ -518,6 +554,9 @@ def erase_cmd(
         c = _console()
         c.print(_audit_table(result.after))
         _print_others(c, result.after.other_sessions, "erasure")
+        if getattr(result, "existing", False):  # a clean session erased again: its receipt, not a new one
+            c.print(f"already erased: no copy in scope; the existing receipt of event {result.receipt.event_id} "
+                    "stands (nothing was written)", soft_wrap=True)
         c.print(f"receipt: {result.path} (signed; check it with: unsee receipt verify {result.path})", soft_wrap=True)
     if not result.clean:
         raise typer.Exit(1)
@@ -733,6 +772,8 @@ def serve_cmd(
         None, "--agent",
         help="module:attribute of the agent replays run through (or a zero-argument factory returning it); "
              "B7 (replay) needs it, e.g. --agent unsee.demo:agent_factory"),
+    ifc: Optional[list[str]] = typer.Option(None, "--ifc", help="enable IFC with this identifier sink, "
+                                                                "tool.argument (repeatable): B8 and B9 need it"),
 ) -> None:
     """Accept revocation events over HTTP (POST /v1/revocations) and forget them.
 
@@ -749,6 +790,8 @@ def serve_cmd(
     _require_home()
     compiled = _load_agent(agent) if agent else None
     u = (_owner_of(compiled) if compiled is not None else None) or _open()
+    if ifc:
+        u.ifc(list(ifc))
     server = make_server(u, token, host, port, compiled)
     _console().print(f"unsee serve: POST http://{host}:{server.server_address[1]}/v1/revocations")
     _serve_until_interrupted(server)
@@ -781,41 +824,53 @@ def _mount_optional() -> None:
 _mount_optional()
 
 
-def _error(message: str) -> None:
-    """One line on stderr, never wrapped."""
-    err.print(f"error: {' '.join(str(message).split())}", markup=False, highlight=False, emoji=False,
-              soft_wrap=True)
+def _error(message: str, exc: BaseException | None = None, code: int | None = None) -> None:
+    """One line on stderr, never wrapped; with ``--json`` on the command line a JSON object."""
+    line = one_line(message)
+    if state.json and exc is not None:
+        print(json.dumps({"error": {"type": type(exc).__name__, "message": line, "exit_code": code}}),
+              file=sys.stderr)
+        return
+    err.print(f"error: {line}", markup=False, highlight=False, emoji=False, soft_wrap=True)
+
+
+def _fail(exc: BaseException, message: str | None = None) -> int:
+    """Report ``exc`` (its traceback too with ``--debug``) and return its exit code."""
+    code = code_for(exc)
+    if state.debug:
+        import traceback
+
+        traceback.print_exception(exc, file=sys.stderr)
+    _error(message if message is not None else message_for(exc), exc, code)
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line; return its exit code (unsee/exit_codes.py, docs/cli.md)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    state.json = "--json" in args
+    state.debug = "--debug" in args
     try:
         # Without standalone mode click *returns* a sub-command's typer.Exit code instead of raising it.
-        rc = app(args=argv, standalone_mode=False)
+        rc = app(args=args, standalone_mode=False)
     except typer.Exit as e:
         return e.exit_code
-    except typer.Abort:
-        _error("aborted")
-        return 1
+    except typer.Abort as e:
+        _error("aborted", e, INTERRUPTED)
+        return INTERRUPTED
     except cx.NoArgsIsHelpError:
-        return 2  # the help text was printed
+        return USAGE  # the help text was printed
     except cx.UsageError as e:
-        _error(e.format_message())
-        return 2
+        return _fail(e, usage_message(e.format_message()))
     except cx.ClickException as e:
-        _error(e.format_message())
-        return e.exit_code or 1
+        return _fail(e, e.format_message())
     except AmbiguousTarget as e:  # the fix is another argument: word it as one
-        _error(AmbiguousTarget.message(e.sources, "--source"))
-        return 2
-    except UnseeError as e:
-        _error(str(e))
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    except Exception as e:  # never a traceback at the command line
-        _error(f"{type(e).__name__}: {e}")
-        return 1
-    return rc if isinstance(rc, int) else 0
+        return _fail(e, AmbiguousTarget.message(e.sources, "--source"))
+    except KeyboardInterrupt as e:
+        return _fail(e, "interrupted")
+    except Exception as e:  # never a traceback at the command line (unless --debug)
+        return _fail(e)
+    return rc if isinstance(rc, int) else OK
 
 
 if __name__ == "__main__":

@@ -254,10 +254,19 @@ class Unsee:
     # -- memory after a fork ------------------------------------------------------------------
     def on_fork(self, thread_id: str, policy: str) -> None:
         """This session's fork policy (``"flag"`` | ``"rollback"`` | ``"keep"``), instead of
-        ``Unsee(on_fork=...)``'s, for the runs of this process. ``InvalidArgument`` changes nothing."""
+        ``Unsee(on_fork=...)``'s. Kept in the home: every process of it (and a later one) runs
+        the session with it. The session need not be recorded yet. ``InvalidArgument`` changes
+        nothing."""
         if not isinstance(thread_id, str) or not thread_id:
             raise InvalidArgument("thread_id must be a non-empty string")
         self.recorder.forks.set_policy(thread_id, policy)
+
+    def fork_policy(self, thread_id: str) -> str:
+        """The fork policy a run of this session applies: the one set by ``on_fork``, else
+        ``Unsee(on_fork=...)``'s."""
+        if not isinstance(thread_id, str) or not thread_id:
+            raise InvalidArgument("thread_id must be a non-empty string")
+        return self.recorder.forks.policy(thread_id)
 
     def orphaned_memory(self, thread_id: str, *, include_kept: bool = False) -> list[OrphanedMemory]:
         """The store items of a session found orphaned when a run started a new branch (the
@@ -269,12 +278,17 @@ class Unsee:
         return self.recorder.forks.records(thread_id, include_kept=include_kept)
 
     # -- export (each export is logged: what left the machine, for erasure receipts) -----------
-    def export_otlp(self, thread_id: str, endpoint: str, *, protocol: str | None = None, timeout: float = 10.0) -> int:
-        """Send a recorded session to an OTLP receiver (gRPC for ``grpc://`` or port 4317, else HTTP)."""
-        from unsee.middleware.export import export_otlp
+    def export_otlp(self, thread_id: str, endpoint: str, *, protocol: str | None = None, timeout: float = 10.0,
+                    connect_timeout: float | None = None) -> int:
+        """Send a recorded session to an OTLP receiver (gRPC for ``grpc://`` or port 4317, else HTTP).
+        ``EndpointUnreachable`` (an ``ExportError``, exit 3) when no TCP connection is made within
+        ``connect_timeout`` seconds (default ``export.CONNECT_TIMEOUT``, 1.5): nothing is sent."""
+        from unsee.middleware.export import CONNECT_TIMEOUT, export_otlp
 
+        wait = CONNECT_TIMEOUT if connect_timeout is None else connect_timeout
         return self._export(thread_id, "otlp", endpoint,
-                            lambda spans: export_otlp(spans, endpoint, protocol=protocol, timeout=timeout))
+                            lambda spans: export_otlp(spans, endpoint, protocol=protocol, timeout=timeout,
+                                                      connect_timeout=wait))
 
     def export_jaeger_json(self, thread_id: str, path: str | os.PathLike) -> int:
         """Write a recorded session as a Jaeger JSON file (Jaeger's UI opens it)."""
@@ -302,8 +316,10 @@ class Unsee:
         from unsee.plugins.view import session_payload
 
         self.flush()
+        forks = self.recorder.forks
         return session_payload(self.store, self.graph, self.home, thread_id, target=target, source=source,
-                               event=event, content=content, detect=detect, collapse=collapse)
+                               event=event, content=content, detect=detect, collapse=collapse,
+                               orphaned=lambda t: [o.model_dump(mode="json") for o in forks.records(t)])
 
     # -- information-flow control and detection ------------------------------
     def ifc(self, sinks=(), *, mode: str = "block", trusted_sources=(), endorse=None):

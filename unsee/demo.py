@@ -9,11 +9,15 @@ prints where the secret entered and what depends on it, writes the Jaeger
 JSON, revokes the secret (B7), prints the report, and lets the agent go on
 from the counterfactual state.
 
-``agent_factory`` is importable for ``unsee forget --agent unsee.demo:agent_factory``.
+``agent_factory`` is importable for ``unsee forget --agent unsee.demo:agent_factory``:
+it builds the agent with the model the demo last ran with in that home
+(recorded in ``HOME/demo.json``), or the one ``$UNSEE_DEMO_MODEL`` names.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import re
 import shlex
@@ -34,10 +38,19 @@ from rich.table import Table
 
 from unsee.core import DEFAULT_HOME, Unsee, resolve_home
 from unsee.middleware.context import logical_session
+from unsee.middleware.errors import InvalidArgument
 from unsee.plugins.model import ScriptedChatModel, ToolRouter, call_id
 from unsee.progress import StepProgress
 
+logger = logging.getLogger("unsee.demo")
+
 SECRET = "4417-2231"
+#: the demo's models: ``scripted`` (a deterministic stand-in) and ``local`` (the CPU model)
+MODELS = ("scripted", "local")
+#: the file in the home where ``run_demo`` records the model it ran with (for ``agent_factory``)
+DEMO_RECORD = "demo.json"
+#: names a model for ``agent_factory`` over the recorded one
+MODEL_ENV = "UNSEE_DEMO_MODEL"
 USER = "dana"
 SYSTEM_PROMPT = (
     "You are a customer-support agent. Use the tools: lookup_ticket to read a ticket, "
@@ -167,7 +180,8 @@ def make_model(u: Unsee, which: str, progress: Callable[[str], None] | None = No
     if which == "scripted":
         return ScriptedChatModel(policy=support_policy), "scripted policy (deterministic stand-in, not a neural model)"
     if progress is not None:
-        progress("loading the local model (a one-time conversion on first use, then ~3 s)")
+        # no figure: a load took 3-8 s on a quiet machine, 11.7-13.8 s on a busy one (docs/model.md)
+        progress("loading the local model (a one-time conversion on first use; seconds on later runs)")
     model = u.chat_model(max_tokens=64, progress=progress)
     return model, (f"local model {model.model_name} ({model._llm_type}, KV cache per session; the demo's "
                    "router picks which tool a request calls, the model writes the arguments)")
@@ -207,10 +221,51 @@ def open_demo(home: Path, which: str = "scripted", progress: Console | None = No
     return u, build_agent(u, SqliteSaver(conn), store, model, progress), label, conn
 
 
+def record_model(home: Path, session: str, model: str) -> None:
+    """Record in the home which model the demo ran ``session`` with (``agent_factory`` reads it)."""
+    path = Path(home) / DEMO_RECORD
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"model": model, "session": session}) + "\n", encoding="utf-8")
+    tmp.replace(path)  # atomic: a reader sees the old record or the new one
+
+
+def recorded_model(home: Path) -> str | None:
+    """The model the demo last ran with in ``home``; None when no (readable) record is there."""
+    try:
+        model = json.loads((Path(home) / DEMO_RECORD).read_text(encoding="utf-8")).get("model")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return model if model in MODELS else None
+
+
+def choose_model(recorded: str | None, override: str | None) -> tuple[str, str]:
+    """(model, why) for ``agent_factory``: ``override`` ($UNSEE_DEMO_MODEL) wins, then the
+    recorded model, then ``scripted``. Raises ``InvalidArgument`` for an unknown override."""
+    if override:
+        if override not in MODELS:
+            raise InvalidArgument(f"{MODEL_ENV} must be one of {', '.join(MODELS)}, not {override!r}")
+        ran = f"the demo ran with {recorded}" if recorded else "no demo recorded in this home"
+        return override, f"{MODEL_ENV}={override} ({ran})"
+    if recorded:
+        return recorded, "the model the demo ran with in this home"
+    return "scripted", f"no demo recorded in this home; {MODEL_ENV}=local for the local model"
+
+
 def agent_factory():
-    """For ``unsee forget --agent unsee.demo:agent_factory`` (home from $UNSEE_HOME or ./.unsee;
-    ``UNSEE_DEMO_MODEL=local`` replays with the local model, default: the scripted one)."""
-    _, agent, _, _ = open_demo(resolve_home(), os.environ.get("UNSEE_DEMO_MODEL", "scripted"))
+    """For ``unsee forget --agent unsee.demo:agent_factory`` (home from $UNSEE_HOME or ./.unsee).
+
+    Builds the agent with the model the demo last ran with in that home, so a
+    replay decodes with the model that recorded the session; ``$UNSEE_DEMO_MODEL``
+    (``scripted`` | ``local``) overrides it; with neither, the scripted one.
+    Says which on the ``unsee.demo`` logger, one line: INFO when it is the
+    recorded model, WARNING (on stderr by default) when it is not.
+    """
+    home = resolve_home()
+    recorded = recorded_model(home)
+    model, why = choose_model(recorded, os.environ.get(MODEL_ENV))
+    logger.log(logging.INFO if model == recorded else logging.WARNING,
+            "unsee.demo:agent_factory uses the %s model: %s", model, why)
+    _, agent, _, _ = open_demo(home, model)
     return agent
 
 
@@ -222,11 +277,11 @@ def refunds_paid(home: Path, session: str) -> int:
     return sum(1 for line in log.read_text().splitlines() if line.split()[:2] == ["refund", session])
 
 
-def next_steps(home: Path, session: str, model: str, forgot: bool) -> list[str]:
-    """Commands to run after the demo, exactly as they work from the current directory."""
+def next_steps(home: Path, session: str, forgot: bool) -> list[str]:
+    """Commands to run after the demo, exactly as they work from the current directory (the
+    forget's ``agent_factory`` replays with the demo's model: ``run_demo`` records it in the home)."""
     default = Path(os.environ.get("UNSEE_HOME") or DEFAULT_HOME)
     opt = "" if Path(home).resolve() == default.resolve() else f"--home {shlex.quote(str(home))} "
-    env = "UNSEE_DEMO_MODEL=local " if model == "local" else ""
     # After the forget the card number is gone; the preference is still there to revoke.
     target = "updates by email" if forgot else SECRET
     audit = [f"unsee {opt}audit {session} --target {SECRET}"] if forgot else []  # 0 copies: exit 0
@@ -235,7 +290,7 @@ def next_steps(home: Path, session: str, model: str, forgot: bool) -> list[str]:
         *audit,
         f"unsee {opt}graph {session} --target {shlex.quote(target)}",
         f"unsee {opt}export {session} --jaeger-json demo.json",
-        f"{env}unsee {opt}forget {session} --target {shlex.quote(target)} --agent unsee.demo:agent_factory --dry-run",
+        f"unsee {opt}forget {session} --target {shlex.quote(target)} --agent unsee.demo:agent_factory --dry-run",
     ]
 
 
@@ -254,6 +309,7 @@ def run_demo(home: Path, session: str, jaeger_json: Path, console: Console | Non
     console.print(f"model: {label}")
     if u.store.has_session(session):  # a rerun on the same home starts a fresh thread
         session = f"{session}-{len(u.sessions()) + 1}"
+    record_model(home, session, model)  # before the run: a factory that replays it needs this model
     cfg = {"configurable": {"thread_id": session}}
     for text in TURNS:
         console.print(f"[cyan]user>[/] {text}")
@@ -313,7 +369,7 @@ def run_demo(home: Path, session: str, jaeger_json: Path, console: Console | Non
     console.print()
     console.print(f"[bold]The recording is in {home}[/] (provenance.sqlite, vault.sqlite, langgraph.sqlite, "
                   "sandboxes/). Next, try:")
-    result["next"] = next_steps(home, session, model, forget)
+    result["next"] = next_steps(home, session, forget)
     for cmd in result["next"]:
         console.print(f"  {cmd}", highlight=False, markup=False, soft_wrap=True)
     return result

@@ -1,37 +1,63 @@
 """Rich renderings of a forget plan and report (CLI and demo).
 
 Panels fit their content (``expand=False``): piped output has no width limit,
-so ids and values are never cut, and a panel must not fill that width.
+so ids and values are never cut, and a panel must not fill that width. Free
+text (notes, tool arguments and results) wraps at :data:`TEXT_WIDTH` columns
+even there, so a panel stays about a terminal wide (a local model's arguments
+and notes are long); on a narrower terminal every cell wraps, and a word
+longer than its cell (an id, a path) folds onto the next line instead of
+being cut with an ellipsis.
 """
 
 from __future__ import annotations
 
-from rich.console import Group
+from rich.console import Group, RenderableType
+from rich.constrain import Constrain
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from unsee.plugins.forget import ForgetPlan, ForgetReport, SideEffect
+
+
+#: the widest a cell of free text grows (panels about a terminal wide, also when piped)
+TEXT_WIDTH = 64
+
+
+def _prose(text: str) -> RenderableType:
+    """Free text in a grid cell: at most TEXT_WIDTH wide, wrapped on words."""
+    return Constrain(Text(text, overflow="fold"), TEXT_WIDTH)
+
+
+def _grid() -> Table:
+    """A label/value grid: labels never wrap; values wrap, and fold an over-long id or path."""
+    t = Table.grid(padding=(0, 2))
+    t.add_column(no_wrap=True)
+    t.add_column(overflow="fold")
+    return t
 
 
 def _effects(title: str, effects: list[SideEffect]) -> Table | None:
     if not effects:
         return None
     t = Table(title=title, title_justify="left")
-    for col in ("tool", "arguments", "result", "status"):
-        t.add_column(col)
+    for col in ("tool", "status"):
+        t.add_column(col, overflow="fold")
+    for col in ("arguments", "result"):  # free text: wrapped, never cut (the record holds the whole)
+        t.add_column(col, overflow="fold", max_width=TEXT_WIDTH // 2)
     for e in effects:
-        t.add_row(e.tool, str(e.args), (e.result or "-")[:60], e.status)
+        t.add_row(e.tool, e.status, str(e.args), (e.result or "-")[:60])
     return t
 
 
 def render_plan(p: ForgetPlan) -> Panel:
-    t = Table.grid(padding=(0, 2))
+    t = _grid()
     t.add_row("strategy", p.strategy)
     t.add_row("tau (entry step)", f"{p.tau} via {p.entry_type} {p.entry_artifact} ({', '.join(p.entry_sources)})")
     t.add_row("taint closure |I(z)|", str(len(p.closure)))
     t.add_row("checkpoint", f"{p.checkpoint_id} ({p.checkpoint_kind}, turn {p.checkpoint_turn})" if p.checkpoint_id
               else "none: replay from an empty state")
-    t.add_row("turns to replay", ", ".join(map(str, p.turns_to_replay)))
+    t.add_row("turns to replay", _prose(", ".join(map(str, p.turns_to_replay))))
     t.add_row("transitions to replay", str(p.transitions_to_replay))
     t.add_row("model turns decoded / by prefill", f"{len(p.model_turns_to_decode)} / {len(p.model_turns_to_rematerialise)}")
     parts = [t]
@@ -43,7 +69,7 @@ def render_plan(p: ForgetPlan) -> Panel:
 
 
 def render_report(r: ForgetReport) -> Panel:
-    t = Table.grid(padding=(0, 2))
+    t = _grid()
     t.add_row("strategy", r.strategy)
     t.add_row("tau / |I(z)|", f"{r.tau} / {r.closure_size}")
     t.add_row("checkpoint", f"{r.checkpoint_id} ({r.checkpoint_kind})" if r.checkpoint_id else "none")
@@ -54,19 +80,21 @@ def render_report(r: ForgetReport) -> Panel:
     t.add_row("wall time", f"{r.wall_time_s:.2f} s")
     t.add_row("committed", "yes" if r.committed else "no")
     if r.receipt is not None:
-        t.add_row("record erased", (("yes: no copy in this forget's scope" if r.also_held_by else "yes: no copy on any route")
-                                    if r.erased_clean else "NO: copies remain in this forget's scope (see the receipt)")
-                  + f"; signed receipt {r.receipt}")
+        t.add_row("record erased", _prose(("yes: no copy in this forget's scope" if r.also_held_by
+                                           else "yes: no copy on any route") if r.erased_clean
+                                          else "NO: copies remain in this forget's scope (see the receipt)"))
+        t.add_row("signed receipt", r.receipt)  # its own row: a path, unbroken when the width allows
     for session, n in r.also_held_by.items():
-        t.add_row("also held by", f"session {session}: {n} {'copy' if n == 1 else 'copies'}, not in this "
-                  "forget's scope (its own forget erases them)")
+        t.add_row("also held by", _prose(f"session {session}: {n} {'copy' if n == 1 else 'copies'}, not in this "
+                                         "forget's scope (its own forget erases them)"))
     for other in r.also_forgotten:
-        t.add_row("also forgotten in", f"{other.session_id} (committed: {'yes' if other.committed else 'no'}"
-                  + (f", record erased: {'yes' if other.erased_clean else 'NO'}" if other.receipt else "") + ")")
+        t.add_row("also forgotten in", _prose(
+            f"{other.session_id} (committed: {'yes' if other.committed else 'no'}"
+            + (f", record erased: {'yes' if other.erased_clean else 'NO'}" if other.receipt else "") + ")"))
     for other in r.other_sessions:
-        t.add_row("also reached (not forgotten)", f"{other} — forget there too: --all-sessions / scope='all'")
+        t.add_row("also reached (not forgotten)", _prose(f"{other} — forget there too: --all-sessions / scope='all'"))
     for n in r.notes:
-        t.add_row("note", n)
+        t.add_row("note", _prose(n))
     parts = [t]
     for title, effects in (("orphaned side effects (fired in the original world only)", r.orphaned_side_effects),
                            ("deferred side effects (wanted by the counterfactual, not executed)",

@@ -23,6 +23,8 @@ compared in constant time). ``GET /v1/health`` says the server is up. Answers:
 - 503: no agent to replay through; the store or the Docker daemon unreachable,
   a replay recorded incompletely because of it (nothing committed), or a commit
   interrupted by it (journaled: posting the same event again finishes it);
+- 502: the agent's own model, tool or store raised during the replay
+  (``ReplayFailed``: nothing changed; the answer names the replayed turn);
   500: anything else (logged).
 
 Answers given without reading the body close the connection; ``100 Continue``
@@ -44,8 +46,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from unsee.jsonhttp import JSONHandler, JSONServer
 from unsee.middleware.errors import (AmbiguousTarget, IncompleteSession, InvalidArgument, SessionBusy,
                                      SessionNotFound, StoreUnavailable, TargetNotFound)
-from unsee.plugins.forget import (AgentUnknown, CommitInterrupted, ReplayIncomplete, RevocationEvent, Strategy,
-                                  UnknownStrategy)
+from unsee.plugins.forget import (AgentUnknown, CommitInterrupted, ReplayFailed, ReplayIncomplete, RevocationEvent,
+                                  Strategy, UnknownStrategy)
 from unsee.sandbox.errors import DaemonLost
 
 log = logging.getLogger("unsee.server")
@@ -67,6 +69,7 @@ _STATUS = [
     ((UnknownStrategy, InvalidArgument, NotImplementedError), HTTPStatus.UNPROCESSABLE_ENTITY),
     ((AgentUnknown, StoreUnavailable, CommitInterrupted, ReplayIncomplete, DaemonLost),
      HTTPStatus.SERVICE_UNAVAILABLE),
+    ((ReplayFailed,), HTTPStatus.BAD_GATEWAY),
 ]
 
 

@@ -11,6 +11,12 @@
 5. writes a receipt signed with the home's Ed25519 key to
    ``<home>/receipts/<event id>.json``.
 
+Re-erasing is idempotent on the receipts folder: when the audit of step 2 finds
+nothing and a receipt of this session and target already says so (the event's
+own, else the forget's), that receipt is the result and nothing is written
+(``ErasureResult.existing``). When something is found again under another event
+id, the new receipt names the forget it belongs to (``Receipt.forget_event``).
+
 ``Eraser(ctx).audit(session, target, agent=...)`` is steps 1's lookup and 4.
 
 Many sessions share one home: every copy an audit finds is attributed to the
@@ -41,7 +47,7 @@ from .history import implemented
 from .journal import Journal
 from .owners import attribute_sqlite
 from .ports import ErasureContext
-from .receipt import Receipt, RouteReceipt, SigningKey, sign_receipt, write_receipt
+from .receipt import Receipt, RouteReceipt, SigningKey, receipts_in, sign_receipt, verify_signature, write_receipt
 from .routes import Route, RouteAudit, Scope, prefetch_byte_scans
 from .routes_builtin import build_routes
 from .isolated import is_sqlite_family, scan_isolated
@@ -135,6 +141,9 @@ class ErasureResult:
     notes: dict[str, list[str]]
     #: seconds each route's erase step took (the audits not included)
     timings: dict[str, float] = field(default_factory=dict)
+    #: the session was clean and ``receipt`` is the one an earlier erasure wrote (its own event id,
+    #: maybe not the one asked with): nothing was erased or written this time
+    existing: bool = False
 
     @property
     def clean(self) -> bool:
@@ -232,6 +241,11 @@ class Eraser:
     def _erase(self, scope: Scope, event_id: str, journal: Journal, agent: Any) -> ErasureResult:
         routes = self._routes(scope, agent)
         before = self._audit(scope, routes, agent)
+        forget_event, earlier = self._earlier_receipts(scope, event_id)
+        if before.clean and not journal.pending:  # (a pending run's steps may still be half done)
+            for path, receipt in earlier:
+                if _still_says(receipt, before):
+                    return ErasureResult(receipt, path, before, before, {}, existing=True)
         notes: dict[str, list[str]] = {}
         timings: dict[str, float] = {}
         for route in routes:
@@ -240,14 +254,44 @@ class Eraser:
             notes[route.name] = route.erase(scope)
             timings[route.name] = time.perf_counter() - t0
         after = self._audit(scope, routes, agent)
-        receipt = self._receipt(scope, routes, before, after, notes)
+        receipt = self._receipt(scope, routes, before, after, notes, forget_event)
         path = self.ctx.home / "receipts" / f"{event_id}.json"
         write_receipt(receipt, path)
         journal.set(state="done")
         return ErasureResult(receipt, path, before, after, notes, timings)
 
+    def _earlier_receipts(self, scope: Scope, event_id: str) -> tuple[str | None, list[tuple[Path, Receipt]]]:
+        """(the forget a new receipt of ``event_id`` belongs to, the earlier receipts a clean
+        re-erasure may stand on, in the order they are tried).
+
+        A forget's own erasure (its event id is a committed forget of the session) belongs to
+        itself and stands only on its own receipt. Another event (``unsee erase`` makes a new id
+        each time) stands on its own receipt, then the receipts of this session and target
+        (keyed hash) whose event is a forget, then any other, newest first; it belongs to the
+        forget the first of them names or is. Only receipts the home's key signed count."""
+        folder = self.ctx.home / "receipts"
+        pub = self.ctx.home / "receipt.pub"
+        pinned = pub.read_text() if pub.exists() else None
+        forgets = {e for e, _, state, _ in self.ctx.records.commits_of(scope.session) if state == "done"}
+        target_hash = self.ctx.hasher.hash(scope.target)
+
+        def ours(receipt: Receipt) -> bool:
+            return (receipt.sessions == [scope.session] and receipt.target_hash == target_hash
+                    and receipt.subject is None and verify_signature(receipt, trusted_public_pem=pinned))
+
+        found = [(p, r) for p, r in receipts_in(folder) if ours(r)]
+        own = [(p, r) for p, r in found if p.stem == event_id]
+        if event_id in forgets:
+            return None, own
+        others = [(p, r) for p, r in found if p.stem != event_id]
+        ordered = own + [pr for pr in others if pr[1].event_id in forgets] \
+            + [pr for pr in others if pr[1].event_id not in forgets]
+        belongs = next((r.forget_event or (r.event_id if r.event_id in forgets else None)
+                        for _, r in ordered if r.forget_event or r.event_id in forgets), None)
+        return belongs, ordered
+
     def _receipt(self, scope: Scope, routes: list[Route], before: AuditReport, after: AuditReport,
-                 notes: dict[str, list[str]]) -> Receipt:
+                 notes: dict[str, list[str]], forget_event: str | None = None) -> Receipt:
         rows = []
         owned = [[Path(p) for p in route.files(scope) if Path(p).is_file()] for route in routes]
         # every route's SQLite files digested in one child process
@@ -267,8 +311,19 @@ class Eraser:
         receipt = Receipt(unsee_version=self.ctx.version, event_id=scope.event_id or "",
                           target_hash=self.ctx.hasher.hash(scope.target), sessions=[scope.session],
                           routes=rows, unreachable=after.unreachable, created_at=datetime.now(timezone.utc),
-                          public_key=key.public_pem(), other_sessions=after.other_sessions or None)
+                          public_key=key.public_pem(), other_sessions=after.other_sessions or None,
+                          forget_event=forget_event)
         return sign_receipt(receipt, key)
+
+
+def _still_says(receipt: Receipt, now: AuditReport) -> bool:
+    """Whether an earlier receipt still states what a clean audit ``now`` found: it recorded no
+    copy after its erasure, and it audited at least the routes audited now with no more out of
+    reach (a re-erasure with the agent does not stand on a receipt made without it; one without
+    the agent stands on the forget's, which audited the agent's stores too)."""
+    return (all(r.copies_after == 0 and not r.value_copies_after for r in receipt.routes)
+            and {r.name for r in receipt.routes} >= {r.route for r in now.routes}
+            and set(receipt.unreachable) <= set(now.unreachable))
 
 
 def verify(path: Path, ctx: ErasureContext | None = None, target: str | None = None, agent: Any = None):

@@ -32,6 +32,8 @@ class ReceiptKeyInvalid(UnseeError, ValueError):
 class NotForgotten(UnseeError, RuntimeError):
     """Erasure was asked for a session whose live records still hold the target."""
 
+    exit_code = 2  # (erase follows a committed forget of the target)
+
     def __init__(self, session_id: str):
         super().__init__(
             f"session {session_id!r} still holds the target in its live state: erasure follows a committed "

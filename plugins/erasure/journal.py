@@ -36,3 +36,8 @@ class Journal:
     @property
     def finished(self) -> bool:
         return self.data.get("state") == "done"
+
+    @property
+    def pending(self) -> bool:
+        """A run of this event began and did not finish: only a rerun of its steps completes it."""
+        return self.path.exists() and not self.finished

@@ -155,6 +155,10 @@ class Receipt(BaseModel):
     #: a data subject's erasure (``subject.py``): what was selected, by keyed hashes; None for
     #: an erasure of one forget (signed as if absent, like older receipts)
     subject: SubjectFacts | None = None
+    #: the forget this erasure belongs to, when it ran under another event id (``unsee erase``
+    #: without ``--event-id`` after a forget erased the record first); None when ``event_id`` is the
+    #: forget's own, or no forget of this target is known (signed as if absent, like older receipts)
+    forget_event: str | None = None
     signature: str | None = None  # base64 of the Ed25519 signature of canonical_bytes
 
     @field_validator("version")
@@ -175,7 +179,7 @@ class Receipt(BaseModel):
 def canonical_bytes(receipt: Receipt) -> bytes:
     """The signed bytes: the receipt without signature as JSON, keys sorted, no spaces, UTF-8."""
     data = receipt.model_copy(update={"signature": None}).model_dump(mode="json")
-    for optional in ("other_sessions", "subject"):
+    for optional in ("other_sessions", "subject", "forget_event"):
         if data.get(optional) is None:
             data.pop(optional, None)
     for route in data.get("routes", []):
@@ -252,3 +256,18 @@ def read_receipt(path: str | os.PathLike) -> Receipt:
         errors = exc.errors(include_url=False, include_input=False)
         reason = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'document'}: {e['msg']}" for e in errors[:5])
         raise ReceiptInvalid(reason, path) from None
+
+
+def receipts_in(folder: str | os.PathLike) -> list[tuple[Path, Receipt]]:
+    """Every receipt file of ``folder`` that reads as a receipt, newest first (by ``created_at``).
+
+    A file that does not read (garbled, another version, half of a foreign write) is left out:
+    ``read_receipt`` names what is wrong with one."""
+    folder = Path(folder)
+    out = []
+    for path in folder.glob("*.json") if folder.is_dir() else ():
+        try:
+            out.append((path, read_receipt(path)))
+        except (OSError, ReceiptInvalid):
+            continue
+    return sorted(out, key=lambda pr: pr[1].created_at, reverse=True)

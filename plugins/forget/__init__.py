@@ -58,6 +58,8 @@ _EXPORTS = {
     "InjectedCrash": ".errors",
     "CommitInterrupted": ".errors",
     "ReplayIncomplete": ".errors",
+    "ReplayFailed": ".errors",
+    "IfcNotEnabled": ".errors",
     "crash_at": "unsee.middleware.faults",
     "Spread": ".spread",
     "find_spread": ".spread",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from unsee.middleware.errors import InjectedCrash, Interrupted, UnseeError
 
-__all__ = ["AgentUnknown", "CommitInterrupted", "InjectedCrash", "ReplayIncomplete", "UnknownStrategy"]
+__all__ = ["AgentUnknown", "CommitInterrupted", "IfcNotEnabled", "InjectedCrash", "ReplayFailed", "ReplayIncomplete",
+           "UnknownStrategy"]
 
 
 class AgentUnknown(UnseeError, LookupError):
@@ -41,6 +42,49 @@ class ReplayIncomplete(UnseeError, RuntimeError):
         self.session_id = session_id
         self.event_id = event_id
         self.failures = failures
+
+
+class ReplayFailed(UnseeError, RuntimeError):
+    """The agent's own code (its model, a tool, its store, checkpointer or middleware) raised while
+    a replay re-ran it; the replay was abandoned before its commit, so nothing was changed.
+
+    A replay (B5, B5', B7, B9) calls the user's model and tools again for the replayed turns; a
+    scripted test model with a fixed list of replies must hold enough of them (docs/forget.md).
+    ``turn`` is the recorded turn being replayed (None while forking, before any turn); ``call``
+    which call raised ("the model (asked for reply #2 of this replay)", "tool 'lookup'", or the
+    run in general); ``original`` (also ``__cause__``) the exception the agent's code raised.
+    Exit code 4: the operation failed and changed nothing."""
+
+    exit_code = 4
+
+    def __init__(self, session_id: str, event_id: str, strategy: str, turn: int | None, call: str,
+                 original: BaseException):
+        where = f"at recorded turn {turn}, {call}" if turn is not None else call
+        detail = " ".join(str(original).split()) or "no message"
+        hint = " (a scripted model out of replies?)" if isinstance(original, StopIteration) else ""
+        super().__init__(
+            f"the {strategy} replay of session {session_id!r} failed {where}: {type(original).__name__}: "
+            f"{detail}{hint}; nothing was changed. A replay calls the agent's model and tools again "
+            "(docs/forget.md); the traceback: --debug, or the unsee.forget logger at DEBUG"
+        )
+        self.session_id = session_id
+        self.event_id = event_id
+        self.strategy = strategy
+        self.turn = turn
+        self.call = call
+        self.original = original
+
+
+class IfcNotEnabled(UnseeError, NotImplementedError):
+    """A strategy that labels I(z) revoked (B8, B9) was asked for while IFC is off. Raised
+    before anything is changed. (A ``NotImplementedError`` too, which it used to be.)"""
+
+    exit_code = 2
+
+    def __init__(self, strategy: str):
+        super().__init__(f"{strategy} needs IFC enabled first: u.ifc(sinks=[...]) in Python, "
+                         "--ifc SINK on the command line")
+        self.strategy = strategy
 
 
 class CommitInterrupted(Interrupted):

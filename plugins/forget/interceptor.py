@@ -75,6 +75,18 @@ class ReplayInterceptor:
         self._turns_used: set[str] = set()
         self._resync = True
         self._lock = threading.Lock()
+        #: the first call into the agent's own code that raised: (which call, the exception);
+        #: ``run_replay`` names it in ``ReplayFailed`` (the framework may wrap the exception)
+        self.failure: tuple[str, BaseException] | None = None
+
+    def _failed(self, call: str, exc: BaseException) -> None:
+        with self._lock:
+            if self.failure is None:
+                self.failure = (call, exc)
+
+    def _model_call_name(self) -> str:
+        # the calls that reached the model so far, this one included: what a scripted model must answer
+        return f"the model (asked for reply #{self.stats.counts.model_turns_decoded + 1} of this replay)"
 
     # -- model calls ------------------------------------------------------
     def _next_recorded(self) -> RecordedTurn | None:
@@ -144,7 +156,11 @@ class ReplayInterceptor:
             return self._rematerialise(rec)
         if (again := self._resynced()) is not None:
             return self._rematerialise(again)
-        response = handler(request)
+        try:
+            response = handler(request)
+        except Exception as e:
+            self._failed(self._model_call_name(), e)
+            raise
         self._blocks_seen()
         return self._after_decode(rec, response)
 
@@ -154,7 +170,11 @@ class ReplayInterceptor:
             return self._rematerialise(rec)
         if (again := self._resynced()) is not None:
             return self._rematerialise(again)
-        response = await handler(request)
+        try:
+            response = await handler(request)
+        except Exception as e:
+            self._failed(self._model_call_name(), e)
+            raise
         self._blocks_seen()
         return self._after_decode(rec, response)
 
@@ -221,7 +241,11 @@ class ReplayInterceptor:
             self.stats.counts.tool_calls_from_record += d.action is Action.RECORD
             return msg
         self._executing(request)
-        return handler(request)
+        try:
+            return handler(request)
+        except Exception as e:
+            self._failed(f"tool {request.tool_call.get('name')!r}", e)
+            raise
 
     async def atool_call(self, request, handler):
         d, msg = self._decide(request)
@@ -229,7 +253,11 @@ class ReplayInterceptor:
             self.stats.counts.tool_calls_from_record += d.action is Action.RECORD
             return msg
         self._executing(request)
-        return await handler(request)
+        try:
+            return await handler(request)
+        except Exception as e:
+            self._failed(f"tool {request.tool_call.get('name')!r}", e)
+            raise
 
     # -- after the run ----------------------------------------------------
     def orphaned(self) -> list[SideEffect]:

@@ -21,7 +21,7 @@ from unsee.middleware import faults
 from .baselines import apply_edit
 from .commit import commit, finish_commit
 from .decide import SIDE_EFFECT_POLICIES, SideEffectPolicy
-from .errors import AgentUnknown
+from .errors import AgentUnknown, IfcNotEnabled
 from .event import RevocationEvent
 from .plan import ReplayPlan, describe, make_plan
 from .ports import ForgetContext
@@ -166,7 +166,7 @@ class Forgetter:
         ctx = self.ctx
         spec = Strategy.parse(strategy).spec
         if spec.needs_ifc and ctx.revoker() is None:
-            raise NotImplementedError(f"{spec.code} needs IFC enabled first: u.ifc(sinks=[...])")
+            raise IfcNotEnabled(spec.code)
         state = ctx.records.commit_state(event.event_id)
         if state is not None:  # the event id is an idempotency key
             t0 = time.perf_counter()

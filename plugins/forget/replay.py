@@ -18,12 +18,12 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
-from unsee.middleware.errors import SessionNotFound
+from unsee.middleware.errors import SessionNotFound, UnseeError
 from unsee.middleware.memory import RecordingStore, StoreOverlay, parse_source_key
 from unsee.middleware.records import ArtifactType
 
 from unsee.middleware import faults
-from .errors import ReplayIncomplete
+from .errors import ReplayFailed, ReplayIncomplete
 from .event import RevocationEvent
 from .interceptor import ReplayInterceptor, SideEffectPolicy
 from .plan import ReplayPlan
@@ -33,6 +33,8 @@ from .strategy import Strategy
 from .thread import artifact_of, delete_thread, recording_store, thread_cfg
 
 log = logging.getLogger("unsee.replay")
+#: where a failed replay's traceback goes (DEBUG): the logger the command line's --debug turns on
+forget_log = logging.getLogger("unsee.forget")
 
 
 @dataclass
@@ -115,8 +117,46 @@ def _recording_failures(ctx: ForgetContext, scratch: str) -> int:
         return 0
 
 
+def _in_chain(exc: BaseException, top: BaseException) -> bool:
+    """Whether ``exc`` is ``top`` or what it was raised from (LangGraph turns a ``StopIteration``
+    into a ``RuntimeError`` raised from it, for one)."""
+    seen: set[int] = set()
+    e: BaseException | None = top
+    while e is not None and id(e) not in seen:
+        if e is exc:
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def replay_failed(plan: ReplayPlan, event: RevocationEvent, turn: int | None, where: str,
+                  interceptor: ReplayInterceptor | None, exc: BaseException) -> ReplayFailed | None:
+    """The ``ReplayFailed`` that ``exc``, raised while the replay ran the agent's code, becomes;
+    None when it stays as it is: unsee's own typed errors (they say what happened already, e.g.
+    an injected crash) and what is not an ``Exception`` (``KeyboardInterrupt``). The call named
+    is the one the interceptor saw raise when ``exc`` comes from it, else ``where``."""
+    if not isinstance(exc, Exception) or isinstance(exc, UnseeError):
+        return None
+    call, original = where, exc
+    if interceptor is not None and interceptor.failure is not None and _in_chain(interceptor.failure[1], exc):
+        call, original = interceptor.failure
+    if isinstance(original, UnseeError):
+        return None
+    forget_log.debug("the %s replay of session %r failed at turn %s, %s", plan.strategy, plan.session_id,
+                     turn, call, exc_info=exc)
+    return ReplayFailed(plan.session_id, event.event_id, plan.strategy, turn, call, original)
+
+
+_IN_RUN = "in the agent run (its middleware, store or checkpointer)"
+_IN_FORK = "while forking the thread at its checkpoint (the agent's checkpointer or store)"
+
+
 def run_replay(ctx: ForgetContext, agent: Any, plan: ReplayPlan, event: RevocationEvent,
                side_effects: SideEffectPolicy = "defer") -> ReplayOutcome:
+    """Fork and re-run the plan's turns on a scratch thread (module docstring). Whatever the
+    agent's own code raises (model, tool, store, checkpointer) becomes ``ReplayFailed`` naming
+    the turn and call, the replay abandoned: the session's state is as it was."""
     session = plan.session_id
     scratch = scratch_thread(session, event, plan.strategy)
     clear_scratch(ctx, agent, scratch)  # a crashed earlier attempt may have left one: start clean
@@ -127,18 +167,25 @@ def run_replay(ctx: ForgetContext, agent: Any, plan: ReplayPlan, event: Revocati
                         [c for c in g.checkpoints if c.seq < plan.fork_seq])
     failures0 = _recording_failures(ctx, scratch)
     faults.point("fork")
-    fork_state(agent, plan, scratch)
     store = recording_store(agent)
     overlay = None
-    if store is not None:
-        overlay = store.begin_overlay(scratch, session, plan.fork_seq,
-                                      _memory_replacement(plan, store, event.target))
+    try:
+        fork_state(agent, plan, scratch)
+        if store is not None:
+            overlay = store.begin_overlay(scratch, session, plan.fork_seq,
+                                          _memory_replacement(plan, store, event.target))
+    except Exception as e:  # (nothing to end yet: the overlay is the last thing begun)
+        failed = replay_failed(plan, event, None, _IN_FORK, None, e)
+        if failed is None:
+            raise
+        raise failed from failed.original
     _crop_cache(ctx, plan)
     if ctx.environments is not None:
         ctx.environments.begin_replay(scratch, session, plan.checkpoint.env_snapshot_id if plan.checkpoint else None)
     since = plan.checkpoint.created_ns if plan.checkpoint is not None else 0
     outcome = ReplayOutcome(scratch, ReplayInterceptor(plan, event.target, side_effects), overlay, store, since)
     ctx.runs.interceptors.install(scratch, outcome.interceptor)
+    turn = None
     try:
         for turn in plan.turns:
             msgs = []
@@ -151,12 +198,16 @@ def run_replay(ctx: ForgetContext, agent: Any, plan: ReplayPlan, event: Revocati
                 continue
             faults.point(f"replay:turn:{turn}")
             agent.invoke({"messages": msgs}, thread_cfg(scratch, unsee_session=session, unsee_event=event.event_id))
+        turn = None
         failures = _recording_failures(ctx, scratch) - failures0
         if failures > 0:
             raise ReplayIncomplete(session, event.event_id, failures)
-    except BaseException:
+    except BaseException as e:
         abandon(ctx, outcome)
-        raise
+        failed = replay_failed(plan, event, turn, _IN_RUN, outcome.interceptor, e) if turn is not None else None
+        if failed is None:
+            raise
+        raise failed from failed.original
     finally:
         ctx.runs.interceptors.remove(scratch)
     faults.point("replay:done")

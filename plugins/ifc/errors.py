@@ -63,6 +63,8 @@ class PolicyViolation(IFCError, PermissionError):
     returns a :class:`~unsee.plugins.ifc.decision.Decision`).
     """
 
+    exit_code = 4
+
     def __init__(self, decision: Decision):
         super().__init__(decision.reason)
         self.decision = decision

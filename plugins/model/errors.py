@@ -13,6 +13,8 @@ from unsee.middleware.errors import UnseeError
 class ReplayError(UnseeError):
     """Base class of every error raised by the replay plugin's model runtime."""
 
+    exit_code = 4
+
 
 class BackendUnavailableError(ReplayError, ImportError):
     """A runtime backend cannot be used on this machine.
@@ -20,6 +22,8 @@ class BackendUnavailableError(ReplayError, ImportError):
     ``backend`` names it, ``install`` says what to install (a pip requirement
     or a hardware prerequisite), ``reason`` is the underlying failure.
     """
+
+    exit_code = 3
 
     def __init__(self, backend: str, install: str, reason: str = "") -> None:
         self.backend = backend
@@ -34,6 +38,8 @@ class BackendUnavailableError(ReplayError, ImportError):
 class UnknownBackendError(ReplayError, ValueError):
     """``load_runtime`` got a spec that is neither a backend name nor a folder."""
 
+    exit_code = 2
+
     def __init__(self, spec: str, known: tuple[str, ...]) -> None:
         self.spec = spec
         self.known = known
@@ -45,6 +51,8 @@ class UnknownBackendError(ReplayError, ValueError):
 
 class ModelNotFoundError(ReplayError, FileNotFoundError):
     """The shipped weights (or a converted folder) are missing."""
+
+    exit_code = 3
 
 
 class ConversionError(ReplayError, RuntimeError):

@@ -269,11 +269,13 @@ def _kept_environments(folder: Path, backend: str) -> Callable[[], Environment]:
     """A factory of ``backend`` environments whose roots and snapshots are kept under ``folder``."""
     import uuid
 
-    from unsee.sandbox import backend_options, open_environment
+    from unsee.sandbox import backend_options, open_environment, owner_id
 
     def make() -> Environment:
         wanted = {"root": folder / uuid.uuid4().hex[:12], "keep": True, "keep_snapshots": True}
         accepted = backend_options(backend)  # what the backend declares (auto: either of its two)
+        if accepted is None or "owner" in accepted:  # docker: label what it makes with the home's id
+            wanted["owner"] = owner_id(folder.parent)  # so `unsee sandbox cleanup` removes only this home's
         return open_environment(backend, **{k: v for k, v in wanted.items() if accepted is None or k in accepted})
 
     return make

@@ -131,14 +131,16 @@ def forget_part(record: ForgetRecord, after: Any, collapse: bool) -> dict[str, A
 def build_payload(graph: Any, *, closure: Iterable[str] = (), entry: Any = None, source: str | None = None,
                   contents: Mapping[str, str] | None = None, findings: Mapping[str, list] | None = None,
                   decisions: Mapping[str, list] | None = None, forget: ForgetRecord | None = None,
-                  collapse: bool | None = None, now: datetime | None = None) -> dict[str, Any]:
+                  collapse: bool | None = None, now: datetime | None = None,
+                  orphaned: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """The page's data for ``graph`` (see ``page.render_html``).
 
     ``closure``/``entry`` (an artifact): a target's I(z) and where it entered; ``contents``:
     artifact texts, only when the user asked for them (else no text is carried); ``findings``
     and ``decisions`` by artifact id; ``forget``: a forget record, shown with the graph before
     it and this graph after it; ``collapse``: start collapsed by turn (default: above
-    ``COLLAPSE_AT`` artifacts)."""
+    ``COLLAPSE_AT`` artifacts); ``orphaned``: the session's orphaned memory after a fork
+    (``OrphanedMemory`` records as JSON: ids, namespace, key, action; no value)."""
     closure = frozenset(closure)
     findings, decisions = findings or {}, decisions or {}
     arts = [artifact_sketch(a, text=(contents or {}).get(a.id) if contents is not None else None,
@@ -157,4 +159,18 @@ def build_payload(graph: Any, *, closure: Iterable[str] = (), entry: Any = None,
         "target": target,
         "graph": _graph_part(arts, _checkpoints(graph), collapse, closure),
         "forget": forget_part(forget, graph, collapse) if forget is not None else None,
+        "orphaned_memory": [orphan_sketch(o) for o in orphaned],
     }
+
+
+#: what the page shows of an orphaned store item (never its value)
+_ORPHAN_FIELDS = ("write_id", "key", "action", "policy", "restored", "abandoned_turn", "detected_turn",
+                  "branch_checkpoint", "writer")
+
+
+def orphan_sketch(o: Mapping[str, Any]) -> dict[str, Any]:
+    """One orphaned store item as the page shows it: its write, namespace, key and fate."""
+    d = {k: o.get(k) for k in _ORPHAN_FIELDS}
+    d["namespace"] = "/".join(o.get("namespace") or ())
+    d["read_by"] = list(o.get("read_by") or ())
+    return d

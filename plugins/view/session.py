@@ -40,8 +40,9 @@ def default_findings(graph: Any) -> dict[str, list[dict[str, Any]]]:
 def session_payload(records: SessionRecords, graph_of: Callable[[str], Any], home: str | os.PathLike,
                     thread_id: str, *, target: str | None = None, source: str | None = None,
                     event: str | None = None, content: bool = False, detect: bool = True,
-                    collapse: bool | None = None) -> dict[str, Any]:
-    """The page's data (see ``Unsee.view``); ``graph_of`` gives the session's graph as recorded now."""
+                    collapse: bool | None = None, orphaned: Callable[[str], list] | None = None) -> dict[str, Any]:
+    """The page's data (see ``Unsee.view``); ``graph_of`` gives the session's graph as recorded now,
+    ``orphaned`` the session's orphaned memory after a fork (JSON records)."""
     if target is not None and (not isinstance(target, str) or not target.strip()):
         raise InvalidArgument("target must be a non-empty text")
     records.require(thread_id)
@@ -56,4 +57,5 @@ def session_payload(records: SessionRecords, graph_of: Callable[[str], Any], hom
     return build_payload(g, closure=closure, entry=entry, source=source,
                          contents=records.contents(thread_id) if content else None,
                          findings=default_findings(g) if detect else {},
-                         decisions=ifc_decisions(records.spans(thread_id)), forget=record, collapse=collapse)
+                         decisions=ifc_decisions(records.spans(thread_id)), forget=record, collapse=collapse,
+                         orphaned=orphaned(thread_id) if orphaned is not None else ())

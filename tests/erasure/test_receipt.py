@@ -191,3 +191,54 @@ def test_read_invalid_receipt(tmp_path, key, content):
     with pytest.raises(ReceiptInvalid) as info:
         read_receipt(path)
     assert isinstance(info.value, ValueError) and str(path) in str(info.value)
+
+
+def test_forget_event_is_signed_only_when_set(key):
+    """Receipts written before ``forget_event`` existed sign (and verify) the same bytes."""
+    plain = make(key)
+    assert b"forget_event" not in canonical_bytes(plain)
+    linked = sign_receipt(make(key, event_id="evt-2", forget_event="evt-1"), key)
+    assert b'"forget_event":"evt-1"' in canonical_bytes(linked) and verify_signature(linked)
+    assert not verify_signature(linked.model_copy(update={"forget_event": "evt-9"}))
+    assert not verify_signature(linked.model_copy(update={"forget_event": None}))
+
+
+def test_re_erasing_a_clean_session_reuses_the_forgets_receipt(tmp_path):
+    """``unsee erase`` makes a new event id each run: a clean session gets the forget's receipt
+    back (same file, same event id, nothing written); a copy found again is erased under the new
+    id and its receipt names the forget; once clean again, the forget's receipt stands."""
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from unsee import RevocationEvent, Unsee
+    from unsee.plugins.model import ScriptedChatModel
+
+    secret, home = "4417-2231", tmp_path / "home"
+    u = Unsee(home=home)
+    agent = create_agent(ScriptedChatModel(policy=lambda messages, tools: AIMessage(content="noted")), [],
+                         checkpointer=InMemorySaver(), middleware=[u.middleware()])
+    agent.invoke({"messages": [HumanMessage(f"my card is {secret}")]}, {"configurable": {"thread_id": "t1"}})
+    try:
+        report = u.forget("t1", RevocationEvent(target=secret))
+        assert report.erased_clean and report.receipt
+        forget_receipt = (home / "receipts" / f"{report.event_id}.json")
+        written = forget_receipt.read_bytes()
+        journals = sorted(p.name for p in (home / "erasures").iterdir())
+        again = u.erase("t1", RevocationEvent(target=secret))
+        assert again.existing and again.clean and again.path == forget_receipt
+        assert again.receipt.event_id == report.event_id
+        assert [p.name for p in (home / "receipts").iterdir()] == [forget_receipt.name]
+        assert forget_receipt.read_bytes() == written
+        assert sorted(p.name for p in (home / "erasures").iterdir()) == journals  # no journal either
+
+        (home / "stray.txt").write_text(f"a copy: {secret}")  # found again (audited, never erased)
+        found = u.erase("t1", RevocationEvent(target=secret))
+        assert not found.existing and not found.clean and found.path != forget_receipt
+        assert found.receipt.forget_event == report.event_id
+        assert verify_signature(read_receipt(found.path), trusted_public_pem=(home / "receipt.pub").read_text())
+        (home / "stray.txt").unlink()
+        assert u.erase("t1", RevocationEvent(target=secret)).path == forget_receipt
+        assert len(list((home / "receipts").iterdir())) == 2
+    finally:
+        u.close()

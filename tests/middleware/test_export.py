@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import socket
+import time
 from collections.abc import Sequence
 
 import pytest
@@ -20,9 +22,10 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from oteltap import OtelTapHttpProtobufReceiver, OtelTapHttpProtobufReceiverSettings
 
+from cli_helpers import assert_one_line_error, run
 from unsee import Unsee
 from unsee.middleware import export as export_mod
-from unsee.middleware.errors import ExportError, InvalidArgument, SessionNotFound
+from unsee.middleware.errors import EndpointUnreachable, ExportError, InvalidArgument, SessionNotFound
 from unsee.middleware.records import ArtifactType
 from unsee.plugins.model import ScriptedChatModel, call_id
 
@@ -321,6 +324,37 @@ def test_unreachable_endpoint_is_export_error(recorded):
     with pytest.raises(ExportError) as ei:
         recorded["u"].export_otlp(SESSION, f"http://127.0.0.1:{port}", timeout=2)
     assert isinstance(ei.value, RuntimeError)
+    assert isinstance(ei.value, EndpointUnreachable) and isinstance(ei.value, ConnectionError)
+
+
+@pytest.mark.parametrize("scheme", ["http", "grpc"])
+def test_unreachable_endpoint_fails_fast_in_one_line_from_the_cli(recorded, capsys, scheme):
+    """No receiver: the reachability check answers at once (the exporters would retry for
+    their whole timeout, printing a warning per retry); one line on stderr, exit 3."""
+    endpoint = f"{scheme}://127.0.0.1:{free_port()}"
+    t0 = time.monotonic()
+    code, out, err = run(capsys, "--home", recorded["home"], "export", SESSION, "--otlp-endpoint", endpoint)
+    assert time.monotonic() - t0 < 3
+    assert_one_line_error(err)
+    assert endpoint in err and "unreachable" in err and "opentelemetry" not in err.lower()
+    assert EndpointUnreachable.exit_code == 3 == code
+
+
+@pytest.mark.parametrize("scheme", ["http", "grpc"])
+def test_a_receiver_that_never_answers_is_export_error_without_sdk_logs(recorded, caplog, scheme):
+    """TCP connects (the check passes), the receiver never answers: ExportError after ``timeout``,
+    and the exporters' retry warnings are kept from the root logger (they go to DEBUG on ours)."""
+    sdk = logging.getLogger(export_mod.SDK_LOGGER)
+    with socket.socket() as silent:  # listening, never accepting: the kernel completes the handshake
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        endpoint = f"{scheme}://127.0.0.1:{silent.getsockname()[1]}"
+        with caplog.at_level(logging.DEBUG), pytest.raises(ExportError) as ei:
+            recorded["u"].export_otlp(SESSION, endpoint, timeout=1)
+    assert not isinstance(ei.value, EndpointUnreachable) and endpoint in str(ei.value)
+    leaked = [r for r in caplog.records if r.name.startswith("opentelemetry") and r.levelno >= logging.WARNING]
+    assert not leaked, [r.getMessage() for r in leaked]
+    assert sdk.propagate and not any(isinstance(h, export_mod._Held) for h in sdk.handlers)  # restored
 
 
 @pytest.mark.parametrize("url", ["not a url", "localhost:4318", "ftp://example.com/x", "http://", ""])

@@ -148,6 +148,9 @@ def test_time_travel_flags_the_abandoned_turns_memory(world, kind, request):
     assert ev["attributes"]["unsee.artifact.id"] == r.write_id
     assert ev["attributes"]["unsee.memory.key"] == "profile"
 
+    (shown,) = u.view("t", detect=False)["orphaned_memory"]  # unsee view draws it (no value carried)
+    assert (shown["write_id"], shown["namespace"], shown["key"], shown["action"]) == (
+        r.write_id, "customers/dana", "profile", "flagged") and VIP not in json.dumps(shown)
     say(agent, "thanks", cfg("t"))  # a run on the new branch's head: nothing new to report
     assert len(u.orphaned_memory("t")) == 1 and len(root_events(u, "t")) == 1
     u.flush()
@@ -179,6 +182,39 @@ def test_update_state_on_an_older_checkpoint_is_a_fork_too(world):
     agent.update_state(older, {"messages": [HumanMessage("(an operator note)")]})
     say(agent, "hello again", cfg("t"))
     assert [(r.key, r.action) for r in u.orphaned_memory("t")] == [("profile", "flagged")]
+
+
+@pytest.mark.parametrize("policy", ["flag", "rollback"])
+def test_a_fork_into_another_thread_reports_the_parents_later_memory_and_never_touches_it(world, policy):
+    """A new thread started from the state before turn 2 of "t" (``update_state`` with that
+    checkpoint's values, as LangGraph's docs fork a thread): "t"'s turn-2 memory is not justified
+    on the new branch. It is reported on the new thread, naming "t" as its writer; even under
+    rollback it stays: "t"'s own branch still justifies it."""
+    u, agent, store = world()
+    u.on_fork("t2", policy)
+    before = scenario(agent)
+    values = agent.get_state(cfg("t", before)).values
+    agent.update_state(cfg("t2"), values, as_node="model")
+    say(agent, "what are my fees?", cfg("t2"))
+    assert value(store, "profile") == VIP
+    (r,) = u.orphaned_memory("t2")
+    assert (r.writer, r.key, r.action, r.abandoned_turn) == ("t", "profile", "flagged", 2)
+    assert u.graph("t").get(r.write_id).type is ArtifactType.MEMORY_WRITE
+    (ev,) = root_events(u, "t2")
+    assert ev["attributes"]["unsee.fork.writer"] == "t"
+    assert u.orphaned_memory("t") == []  # "t" itself lost nothing
+    say(agent, "thanks", cfg("t2"))
+    assert len(u.orphaned_memory("t2")) == 1
+
+
+def test_a_session_policy_is_kept_in_the_home(world, tmp_path):
+    u, agent, store = world()
+    u.on_fork("t", "rollback")
+    other = Unsee(home=u.home)  # another process of the same home
+    try:
+        assert (other.fork_policy("t"), other.fork_policy("t9")) == ("rollback", "flag")
+    finally:
+        other.close()
 
 
 # -- rollback -------------------------------------------------------------------------------------

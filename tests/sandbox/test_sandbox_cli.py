@@ -9,9 +9,9 @@ from unsee.sandbox import image
 from unsee.sandbox.errors import ImageBuildError
 
 
-def test_build_image_without_a_daemon_exits_1(monkeypatch, capsys):
+def test_build_image_without_a_daemon_exits_3(monkeypatch, capsys):
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-    assert main(["sandbox", "build-image", "--flavor", "busybox"]) == 1
+    assert main(["sandbox", "build-image", "--flavor", "busybox"]) == 3  # an environment problem
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "Docker daemon" in err
 

@@ -96,8 +96,13 @@ def test_text_absent_without_content(tmp_path):
     payload["content_included"] = False
     for a in payload["graph"]["artifacts"]:
         a["text"] = None
+    # an orphaned store item after a fork (issue 30): drawn on its write, listed above the graph
+    payload["orphaned_memory"] = [{"write_id": "ui-1", "namespace": "customers/<b>dana</b>", "key": "profile",
+                                   "action": "flagged", "abandoned_turn": 1, "detected_turn": 2, "writer": None,
+                                   "read_by": ["t2"], "restored": None}]
     page = _open(tmp_path, payload, "notext", fragment="node=ui-1")
     assert "payload text not included (use --content)" in page.panel
+    assert _int(page, "orphaned") == 1 and "flagged: customers/<b>dana</b>/profile" in page.panel
     assert "pay the invoice" not in page.panel
 
 

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from .agentdojo_adapter import DEFENSES, VERDICTS, UnseeFactory, leaked, make_pipeline
+from .tables import DEFAULT_ATTACK, print_pairs, print_summary  # (print_pairs: re-exported for the CLI)
 
 DEFAULT_BENCHMARK_VERSION = "v1.2.2"
-DEFAULT_ATTACK = "important_instructions"
 #: registered attacks that need a person (``manual`` asks for each injection on stdin)
 _INTERACTIVE_ATTACKS = ("manual",)
 
@@ -217,70 +217,3 @@ def run_bench(suite: str, defense: str, user_tasks: list[str] | None = None,
     if json_path is not None:
         Path(json_path).write_text(json.dumps(result, indent=2))
     return result
-
-
-def print_summary(results: list[dict]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    def pct(v):
-        return "-" if v is None else f"{100 * v:.1f}%"
-
-    models = {r.get("model", "scripted") for r in results}
-    title = ("scripted injection-following agent" if models == {"scripted"}
-             else "local CPU model" if models == {"local"} else "scripted and local agents")
-    table = Table(title=f"AgentDojo ({title})")
-    for col in ("suite", "attack", "defense", "verdict", "pairs", "utility", "attack success", "ASR (id-sink)",
-                "any-leak", "clean utility", "forgets (clean)"):
-        table.add_column(col, justify="left" if col in ("suite", "attack", "defense", "verdict") else "right",
-                         no_wrap=True)
-    for r in results:
-        sm = r["summary"]
-        late = r.get("verdict") == "late"
-        table.add_row(r["suite"], r.get("attack", DEFAULT_ATTACK), r["defense"], r.get("verdict", "sync"),
-                      str(sm["pairs"]), pct(sm["utility"]),
-                      pct(sm["attack_success"]),
-                      f'{pct(sm["attack_success_identifier_sink"])} ({sm["identifier_sink_pairs"]})',
-                      pct(sm["any_leak"]), pct(sm["clean_utility"]),
-                      f'{sm.get("forgets", 0)} ({sm.get("clean_forgets", 0)})' if late else "-")
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=max(console.width, 140))  # a log file: don't truncate the columns
-    console.print(table)
-
-
-def print_pairs(result: dict) -> None:
-    """Utility and attack success per (user task, injection task) pair, as a matrix.
-
-    Rows are user tasks; the first column is the run without injection, then
-    one column per injection task. A cell reads ``U`` when the user task
-    succeeded (``·`` when not), then ``A`` when the attack succeeded; ``E``
-    marks a run that raised (its error is in the JSON rows).
-    """
-    from rich.console import Console
-    from rich.table import Table
-
-    clean = {r["user_task"]: r for r in result["clean"]}
-    its = list(dict.fromkeys(r["injection_task"] for r in result["rows"]))
-    cells = {(r["user_task"], r["injection_task"]): r for r in result["rows"]}
-
-    def cell(r: dict | None) -> str:
-        if r is None:
-            return ""
-        if r.get("error"):
-            return "E"
-        return ("U" if r["utility"] else "·") + ("A" if r.get("attack_success") else "")
-
-    table = Table(title=f"{result['suite']} / {result.get('attack', DEFAULT_ATTACK)} / {result['defense']} "
-                        f"({result.get('verdict', 'sync')})")
-    table.add_column("user task", no_wrap=True)
-    table.add_column("clean", justify="center", no_wrap=True)
-    for it in its:
-        table.add_column(it.replace("injection_task_", "i"), justify="center", no_wrap=True)
-    for ut, r in clean.items():
-        table.add_row(ut.replace("user_task_", "u"), cell(r), *(cell(cells.get((ut, it))) for it in its))
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=max(console.width, 40 + 5 * len(its)))
-    console.print(table)
-    console.print("U: user task done, A: attack succeeded, E: the run raised (see the JSON rows)")

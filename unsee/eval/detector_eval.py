@@ -42,6 +42,7 @@ from typing import Any
 from unsee.plugins.detect import Detector, ToolSpec, bind_tools, run_detectors
 
 from .agentdojo_adapter import DEFAULT_MODEL_ID, _key, effect_for, injection_lines
+from .tables import print_detector_report
 
 HARD_SUITE = "hard-cases"
 #: the suite of the samples read from a ``--cases`` file (a held-out set)
@@ -385,40 +386,9 @@ def summarize(outcomes: Sequence[Outcome], seconds: float, name: str, min_score:
     }
 
 
-def print_report(result: dict[str, Any]) -> None:
-    """Recall per attack and suite, false-positive rates and cost, as rich tables."""
-    from rich.console import Console
-    from rich.table import Table
-
-    def pct(v: float | None) -> str:
-        return "-" if v is None else f"{100 * v:.1f}%"
-
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=max(console.width, 140))
-    sizes = result["group_sizes"]
-    suites = sorted({k.split("/")[0] for k in sizes} - set(OWN_SUITES))
-    attacks = sorted(result["recall_by_attack"])
-    t = Table(title=f"recall of {result['detector']!r} on AgentDojo's injected outputs (min score "
-                    f"{result['min_score']})")
-    t.add_column("attack", no_wrap=True)
-    for s in suites:
-        t.add_column(s, justify="right")
-    t.add_column("all", justify="right")
-    for a in attacks:
-        t.add_row(a, *(f"{pct(result['recall_by_group'].get(f'{s}/{a}'))} ({sizes.get(f'{s}/{a}', 0)})"
-                       for s in suites), pct(result["recall_by_attack"][a]))
-    if attacks:
-        console.print(t)
-    cases = (f"; --cases: false positives {pct(result['cases_false_positive_rate'])} of "
-             f"{result['cases_negatives']}, recall {pct(result['cases_recall'])} of {result['cases_positives']}"
-             if result["cases_negatives"] or result["cases_positives"] else "")
-    console.print(
-        f"recall {pct(result['recall'])} of {result['positives']} injected outputs; false positives "
-        f"{pct(result['false_positive_rate'])} of {result['negatives']} clean outputs; hard cases: false "
-        f"positives {pct(result['hard_false_positive_rate'])} of {result['hard_negatives']}, recall "
-        f"{pct(result['hard_recall'])} of {result['hard_positives']}{cases}; {result['ms_per_1000']:.0f} ms per 1 000 "
-        f"outputs ({result['outputs']} in {result['seconds']:.1f} s)")
+def print_report(result: dict[str, Any], console: Any = None) -> None:
+    """Recall per attack and suite, false-positive rates and cost, as rich tables (``tables.py``)."""
+    print_detector_report(result, OWN_SUITES, console)
 
 
 __all__ = ["CASES_SUITE", "HARD_SUITE", "OWN_SUITES", "Outcome", "Sample", "agentdojo_samples", "agentdojo_tools", "covered", "evaluate", "first_per_group",

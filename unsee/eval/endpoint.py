@@ -23,7 +23,10 @@ PLACEHOLDER_KEY = "unsee-local"
 
 
 class EndpointUnreachable(InvalidArgument):
-    """The endpoint did not answer ``GET /models`` with a model list; the message names the URL and why."""
+    """The endpoint did not answer ``GET /models`` with a model list; the message names the URL and why.
+    (An ``InvalidArgument`` for callers that catch it; at the command line an environment problem.)"""
+
+    exit_code = 3
 
 
 def api_key() -> str:

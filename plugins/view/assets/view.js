@@ -23,7 +23,7 @@
     tool_call: '#17becf', summary: '#bcbd22', memory_write: '#8cd17d'
   };
   var OTHER = '#bab0ac';
-  var RED = '#d62728', ENTRY = '#6b0000', FLAG = '#ff7f0e';
+  var RED = '#d62728', ENTRY = '#6b0000', FLAG = '#ff7f0e', ORPHAN = '#8e44ad';
   // a transition in several lists is coloured by the first one here
   // (before tau: the clean prefix, reused; from tau: the suffix, replayed - see payload.before_outcomes)
   var OUTCOMES = [['sanitized', '#d62728'], ['executed', '#e66101'], ['decoded', '#7b3294'],
@@ -63,6 +63,7 @@
     { selector: 'node.in-closure', style: { 'border-width': 2, 'border-color': RED } },
     { selector: 'node.entry', style: { 'width': 32, 'height': 32, 'border-width': 7,
       'border-style': 'double', 'border-color': ENTRY, 'font-weight': 'bold', 'color': ENTRY } },
+    { selector: 'node.orphaned', style: { 'border-style': 'dashed', 'border-width': 4, 'border-color': ORPHAN } },
     { selector: 'node.new', style: { 'border-style': 'dashed', 'border-width': 3, 'border-color': '#222' } },
     { selector: 'node.checkpoint', style: { 'shape': 'diamond', 'width': 'data(size)', 'height': 'data(size)',
       'background-color': '#333', 'border-width': 0, 'font-size': 'data(fs)', 'text-valign': 'top', 'text-margin-y': -2 } },
@@ -108,6 +109,7 @@
       if (self.opts.entry != null && a.id === self.opts.entry) cls.push('entry');
       if ((a.findings && a.findings.length) || (a.decisions && a.decisions.length)) cls.push('flagged');
       if (self.opts.isNew && self.opts.isNew(a.id)) cls.push('new');
+      if (self.opts.orphaned && self.opts.orphaned[a.id]) cls.push('orphaned');
       var flag = cls.indexOf('flagged') >= 0 ? '\u2691 ' : '';
       els.push({ group: 'nodes', classes: cls.join(' '), position: { x: p.x, y: p.y },
         data: { id: a.id, colour: self.opts.colour ? self.opts.colour(a) : colourOf(a.type), label: flag + a.id } });
@@ -241,6 +243,8 @@
       row('turn', str(a.turn)), row('step', str(a.step)), row('committed', str(a.committed)),
       row('labels', (a.labels || []).join(', ')), row('keyed hash', str(a.content_hash)),
       row('in closure', graph.tainted[a.id] ? 'yes' : 'no')];
+    var orphan = graph.opts.orphaned && graph.opts.orphaned[a.id];
+    if (orphan) rows.push(row('after a fork', orphanText(orphan)));
     if (graph.opts.outcomeOf) rows.push(row('outcome', graph.opts.outcomeOf(a.id).join(', ') || 'unchanged'));
     rows.push(row('findings', list(a.findings, function (f) {
       return str(f.detector) + ' ' + str(f.score) + ': ' + str(f.reason) + (f.start != null ? ' [' + f.start + ', ' + str(f.end) + ')' : '');
@@ -260,6 +264,23 @@
     panel('checkpoint ' + c.id, Object.keys(c).map(function (k) {
       return row(k, val(c[k]));
     }));
+  }
+
+  /* An orphaned store item (memory whose evidence a fork abandoned): what and what became of it. */
+  function orphanText(o) {
+    return str(o.action) + ': ' + str(o.namespace) + '/' + str(o.key) + ', written in turn ' + str(o.abandoned_turn) +
+      (o.writer ? ' of session ' + o.writer : '') + ', found in turn ' + str(o.detected_turn) +
+      (o.restored ? ' (restored: ' + o.restored + ')' : '') +
+      (o.read_by && o.read_by.length ? ' · read by ' + o.read_by.join(', ') : '');
+  }
+  function orphanedSummary(items) {
+    var box = $('orphaned-summary');
+    box.textContent = '';
+    if (!items.length) return;
+    box.appendChild(el('span', { 'class': 'tag orange', text: 'orphaned memory' }));
+    box.appendChild(document.createTextNode(' ' + items.length + ' store item' + (items.length > 1 ? 's' : '') +
+      ' whose evidence a fork abandoned'));
+    box.appendChild(el('ul', {}, items.map(function (o) { return el('li', { text: str(o.write_id) + ' · ' + orphanText(o) }); })));
   }
 
   function legend(box, entries) {
@@ -324,7 +345,10 @@
       (data.content_included ? 'payload texts included' : 'metadata only (no payload texts)');
     var tainted = setOf(t && t.closure);
     if (t && t.entry != null) tainted[t.entry] = true;
-    var m = new Graph('session', graph, { tainted: tainted, entry: t && t.entry });
+    var orphans = data.orphaned_memory || [], orphaned = Object.create(null);
+    orphans.forEach(function (o) { if (!o.writer) orphaned[o.write_id] = o; });
+    var m = new Graph('session', graph, { tainted: tainted, entry: t && t.entry, orphaned: orphaned });
+    orphanedSummary(orphans);
     if (t) {
       var missing = (t.closure || []).filter(function (id) { return !m.byId[id]; }).length;
       $('target-summary').appendChild(el('span', {}, [el('span', { 'class': 'tag red', text: 'target' }),
@@ -345,7 +369,7 @@
     var types = Object.keys(setOf(arts.map(function (a) { return a.type; })));
     legend($('legend'), types.map(function (k) { return [k, colourOf(k)]; }).concat([
       ['in closure', '#fff', RED], ['target entry', '#fff', ENTRY], ['\u2691 findings/decisions', '#fff', FLAG],
-      ['checkpoint', '#333']]));
+      ['checkpoint', '#333']]).concat(orphans.length ? [['orphaned memory (after a fork)', '#fff', ORPHAN]] : []));
     if (data.forget) fg = forgetSection(data.forget, data);
     if (opts.turn) m.expandTurn(opts.turn);
     if (opts.node) m.focus(opts.node);
@@ -357,6 +381,7 @@
       nodes: cy.nodes(m.collapsed ? '.turn' : '.artifact').length,
       edges: cy.edges(m.collapsed ? '.turn-edge' : '.parent').length,
       highlighted: cy.nodes('.tainted').length,
+      orphaned: cy.nodes('.orphaned').length,
       checkpoints: cy.nodes('.checkpoint').length,
       collapsed: m.collapsed ? 1 : 0,
       'before-nodes': fg ? fg.before.cy.nodes('.artifact').length : 0,
