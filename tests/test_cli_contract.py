@@ -77,6 +77,7 @@ ROWS = [
     # -- 2: bad usage or input (nothing changed)
     ("unknown-option", ["sessions", "--bogus"], 2),
     ("graph-unknown", ["graph", "nope"], 2),
+    ("graph-bad-format", ["graph", "d", "--format", "png"], 2),
     ("view-unknown", ["view", "nope", "-o", "TMP/n.html"], 2),
     ("export-unknown", ["export", "nope", "--jaeger-json", "TMP/n.json"], 2),
     ("export-no-target", ["export", "d"], 2),

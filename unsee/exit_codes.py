@@ -125,7 +125,7 @@ def usage_message(text: str) -> str:
     if not m:
         return text
     hint = (m.group("hint") or "").replace("'", "")
-    return (f"{hint}: " if hint else "") + text[m.end():]
+    return (f"{hint}: " if hint else "") + _PYDANTIC_PREFIX.sub("", text[m.end():])
 
 
 def one_line(text: str) -> str:

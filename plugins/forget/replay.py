@@ -21,6 +21,7 @@ from langchain_core.messages import HumanMessage
 from unsee.middleware.errors import SessionNotFound, UnseeError
 from unsee.middleware.memory import RecordingStore, StoreOverlay, parse_source_key
 from unsee.middleware.records import ArtifactType
+from unsee.sandbox.errors import SandboxError
 
 from unsee.middleware import faults
 from .errors import ReplayFailed, ReplayIncomplete
@@ -130,18 +131,24 @@ def _in_chain(exc: BaseException, top: BaseException) -> bool:
     return False
 
 
+#: errors unsee raises on purpose, passed through as they are: the middleware's and plugins'
+#: (``UnseeError``) and the sandbox's (``SandboxError``: a daemon lost under a sandboxed tool is
+#: an environment problem, not the user's code failing)
+_OURS = (UnseeError, SandboxError)
+
+
 def replay_failed(plan: ReplayPlan, event: RevocationEvent, turn: int | None, where: str,
                   interceptor: ReplayInterceptor | None, exc: BaseException) -> ReplayFailed | None:
     """The ``ReplayFailed`` that ``exc``, raised while the replay ran the agent's code, becomes;
-    None when it stays as it is: unsee's own typed errors (they say what happened already, e.g.
-    an injected crash) and what is not an ``Exception`` (``KeyboardInterrupt``). The call named
+    None when it stays as it is: unsee's own typed errors, the sandbox's included (they say what
+    happened already, e.g. an injected crash, a lost daemon) and what is not an ``Exception`` (``KeyboardInterrupt``). The call named
     is the one the interceptor saw raise when ``exc`` comes from it, else ``where``."""
-    if not isinstance(exc, Exception) or isinstance(exc, UnseeError):
+    if not isinstance(exc, Exception) or isinstance(exc, _OURS):
         return None
     call, original = where, exc
     if interceptor is not None and interceptor.failure is not None and _in_chain(interceptor.failure[1], exc):
         call, original = interceptor.failure
-    if isinstance(original, UnseeError):
+    if isinstance(original, _OURS):
         return None
     forget_log.debug("the %s replay of session %r failed at turn %s, %s", plan.strategy, plan.session_id,
                      turn, call, exc_info=exc)
