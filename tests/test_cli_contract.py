@@ -91,6 +91,8 @@ ROWS = [
     ("erase-not-forgotten", ["erase", "d", "--target", SECRET], 2),
     ("erase-subject-bad-namespace", ["erase", "--subject", "ann", "--namespace", ""], 2),
     ("retention-bad-policy", ["retention", "d", "--keep", "bogus"], 2),
+    ("retention-no-agent", ["retention", "d", "--keep", "latest"], 2),
+    ("eval-unknown-suite", ["eval", "forgetting", "--suite", "nope", "--model", "scripted"], 2),
     ("receipt-missing", ["receipt", "verify", "TMP/none.json"], 2),
     ("serve-no-token", ["serve"], 2),
     ("demo-bad-model", ["demo", "--model", "gpt"], 2),
