@@ -65,6 +65,25 @@ class IncompleteSession(UnseeError, RuntimeError):
         self.failures = failures
 
 
+class RecordsBehind(IncompleteSession):
+    """A run of the session died (its process was killed) before the run's records were all
+    written: the agent's LangGraph state holds messages the records do not. A strategy that
+    trusts the recorded transcript (B7 and the rest) refuses; B5, a full replay from the user's
+    inputs (the unrecorded ones taken from the agent's state), is always correct."""
+
+    def __init__(self, session_id: str, missing: int, strategy: str):
+        RuntimeError.__init__(
+            self,
+            f"session {session_id!r}: its records stop short of the agent's state ({missing} message(s) of a "
+            f"run whose process died before they were written); {strategy} would trust a partial record. "
+            "Forget with B5 (--strategy B5: a full replay from the user's inputs, the unrecorded ones "
+            "taken from the agent's state), which is always correct")
+        self.session_id = session_id
+        self.failures = 0
+        self.missing = missing
+        self.strategy = strategy
+
+
 class InvalidArgument(UnseeError, ValueError):
     """A caller passed a value unsee cannot use (empty target, bad format...)."""
 

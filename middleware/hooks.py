@@ -163,23 +163,26 @@ class UnseeMiddleware(AgentMiddleware):
         check_head(getattr(agent, "checkpointer", None), sid, lg_ckpt, strict=strict)
 
     def _end_turn(self, failed: BaseException | None = None) -> None:
+        """The run is over. It returns without waiting for its records: the store's writer
+        finishes the queued work (span ends included) and writes it within milliseconds, then
+        gives the run lease back. Every reader flushes first (read-your-writes)."""
         sid, _ = current_session()
+        rec = self.recorder
         try:
-            self.recorder.run_tasks()  # every span of the run is ended when the run returns
-            st = self.recorder.state(sid)
+            st = rec.state(sid)
             with st.lock:
                 st.message_ids.release()
-                if st.root is not None:
-                    if failed is not None:
-                        error_status(st.root, failed)
-                    st.root.end()
-                    st.root = None
+                root, st.root = st.root, None
+            if root is not None:
+                if failed is not None:
+                    error_status(root, failed)
+                rec.end_later(st, root)  # (after the run's other spans: tasks run in order)
         except Exception as exc:
-            self.recorder.fail(sid, exc)
+            rec.fail(sid, exc)
         finally:
-            self.recorder.store.kick()  # the run's records are written now, as it returns
-            self.recorder.mark_running(sid, False)
-            self.recorder.release_run(sid)
+            rec.mark_running(sid, False)
+            rec.release_run(sid)  # (by the writer, once the run's records are written)
+            rec.store.kick(write=True)
 
     def _record_message(self, st: SessionState, m: BaseMessage, current: set[str] = frozenset(),
                         history: Sequence[BaseMessage] = ()) -> str | None:

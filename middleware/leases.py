@@ -109,9 +109,11 @@ class LeaseTable:
     # -- taking and releasing ------------------------------------------------
     def _blocked(self, session: str, kind: str, now: int) -> bool:
         rows = self._conn.execute(
-            "SELECT owner, kind FROM leases WHERE session_id=? AND expires_ns>? AND holds>0", (session, now)
-        ).fetchall()
-        for owner, held in rows:
+            "SELECT owner, kind, expires_ns FROM leases WHERE session_id=? AND expires_ns>? AND holds>0",
+            (session, now)).fetchall()
+        for owner, held, expires in rows:
+            if owner != self.owner and _gone(owner, expires, now):
+                continue  # its holder died (this host, process gone): no need to wait for it to lapse
             if held == DRAIN and kind == FORGET and owner == self.owner:
                 continue  # our own drain: it exists to let this forget through
             if kind == RUN and held in (FORGET, DRAIN):
@@ -250,6 +252,30 @@ class LeaseTable:
                 "SELECT owner, kind FROM leases WHERE session_id=? AND expires_ns>? AND holds>0",
                 (session, time.time_ns())).fetchall()
 
+    def dead_runs(self, session: str | None = None) -> list[tuple[str, str]]:
+        """(session, owner) of the ``run`` leases whose holder died holding them: an owner on this
+        host whose process is gone, or one anywhere whose lease expired (its heartbeat stopped).
+
+        The run lease is given back only once the run's records are written
+        (``Recorder.release_run``), so such a lease means a run whose records may not all have
+        been written: the process died between the run's end and its flush, or during the run.
+        (A run lease left to lapse by a live process on another host, ``RUN_IDLE_S``, reads the
+        same: the caller errs on the side of distrusting the record.)"""
+        now = time.time_ns()
+        sql = "SELECT session_id, owner, expires_ns FROM leases WHERE kind=? AND holds>0"
+        args: tuple = (RUN,)
+        if session is not None:
+            sql += " AND session_id=?"
+            args += (session,)
+        with self._lock:
+            rows = self._conn.execute(sql, args).fetchall()
+        return [(s, owner) for s, owner, expires in rows if owner != self.owner and _gone(owner, expires, now)]
+
+    def drop(self, session: str, owner: str) -> None:
+        """Remove a dead owner's leases on ``session`` (once what they mean is recorded)."""
+        with self._lock, self._conn.transaction(lock="leases"):
+            self._conn.execute("DELETE FROM leases WHERE session_id=? AND owner=?", (session, owner))
+
     # -- keeping them alive ------------------------------------------------------
     def renew(self) -> None:
         """Push the expiry of every lease this owner holds (a run lease only while its run
@@ -289,3 +315,21 @@ class LeaseTable:
             self._held.clear()
             self._unreleased.clear()
             self._conn.close()
+
+
+def _gone(owner: str, expires_ns: int, now: int) -> bool:
+    """Whether the owner of a lease is dead: its process is gone (this host), or it stopped
+    renewing the lease (anywhere)."""
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    if host == socket.gethostname() and pid.isdigit():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            pass  # (alive, another user's)
+        else:
+            if int(pid) == os.getpid():
+                return False  # (this process: another LeaseTable of it, alive)
+    return expires_ns <= now

@@ -26,6 +26,7 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
 from . import semconv as sc
 from .deferred import MAX_EVENTS_PER_SPAN, DeferredRecording, TaskQueue, session_attributes  # noqa: F401
 from .errors import SessionBusy
+from .leases import NAMESPACE_MARK
 from .hashing import ContentHasher, short_id
 from .interception import InterceptorRegistry
 from .records import Artifact, ArtifactType, Checkpoint, CheckpointKind
@@ -204,24 +205,56 @@ class Recorder(DeferredRecording):
     def release_run(self, session_id: str) -> None:
         """Give the run lease back (idempotent: only the first call of a run releases).
 
-        The lease row is updated by a task (the writer's, as the run ends): a forget of this
-        process runs the tasks first (``exclusive``), one of another process polls for it."""
+        The lease row is updated by the store's writer once the run's records are written (a
+        task queues the release after them): a forget in another process, which polls for the
+        lease, never plans on a partial record; one of this process flushes first
+        (``exclusive``)."""
         if self.leases is not None and session_id in self._leased:
             self._leased.discard(session_id)
-            self.tasks.put(self.leases.release, session_id, "run")
+            self.tasks.put(self._release_after_write, session_id)
+
+    def _release_after_write(self, session_id: str) -> None:
+        release = functools.partial(self.leases.release, session_id, "run")
+        after_write = getattr(self.store, "after_write", None)
+        if after_write is None:
+            release()
+        else:
+            after_write(release)
 
     @contextlib.contextmanager
     def exclusive(self, session_id: str, wait: bool = True):
         """No run on the session, in this process or another, while the block runs (a forget,
         an erasure): waits for this process's runs, then holds the session's forget lease."""
         self.wait_idle(session_id, wait=wait)
-        self.tasks.run()  # (the run leases this process's runs gave back among them)
+        self.tasks.run()
+        self.store.flush()  # (the run leases this process's runs gave back, once their records are written)
         if self.leases is None:
             yield
             return
         # a run of this process that starts from here on takes the run lease: the forget lease waits for it
         with self.leases.held(session_id, "forget", wait=wait):
+            self.reap_dead_runs(session_id)  # (a run lease left now is a dead holder's)
             yield
+
+    def reap_dead_runs(self, session_id: str | None = None) -> list[str]:
+        """Sessions (all, or ``session_id``) whose run lease a dead process left held: each is
+        marked ``run_died`` in the store (its records may stop short of its LangGraph state),
+        then the lease row goes. The mark is written before the row is dropped: a crash between
+        the two marks it again next time."""
+        if self.leases is None:
+            return []
+        found = []
+        try:
+            for session, owner in self.leases.dead_runs(session_id):
+                if not session.startswith(NAMESPACE_MARK):  # (a memory namespace's lease names no session)
+                    self.store.mark_run_died(session, owner)
+                    found.append(session)
+                    log.warning("a run of session %s died before its records were all written (%s); the "
+                                "next forget checks them against the agent's state", session, owner)
+                self.leases.drop(session, owner)
+        except Exception:  # observer: the next open, or the forget's own lease, tries again
+            log.exception("could not check for runs that died holding their lease")
+        return found
 
     def is_running(self, session_id: str) -> bool:
         with self._running_cond:

@@ -111,6 +111,10 @@ class SessionInfo(BaseModel):
     tokenizer: str | None
     created_ns: int
     updated_ns: int
+    #: a process died during one of the session's runs, or after it before its records were
+    #: written (its run lease was left held): the next forget checks the records against the
+    #: agent's LangGraph state (``RecordsBehind``)
+    run_died: bool = False
 
 
 class Hit(BaseModel):

@@ -29,6 +29,7 @@ import itertools
 import json
 import secrets
 import threading
+import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,9 @@ from .store_journal import SessionReplacement
 from .store_schema import (SCHEMA, TEXT_KEYS, VAULT_SCHEMA, SpanRow, artifact_from_row, checkpoint_from_row, connect,
                            span_from_row)
 from .store_writer import Batch, BatchWriter
+
+#: the key of ``sessions.meta`` that says a run of the session died before its records were all written
+RUN_DIED = "run_died"
 
 __all__ = ["Batch", "ProvenanceStore", "SessionSlice", "SliceMark", "SpanRow"]
 
@@ -191,7 +195,7 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
 
     def sessions(self) -> list[SessionInfo]:
         rows = self._rows(
-            "SELECT s.session_id, s.created_ns, s.updated_ns, s.incomplete, s.failures, s.tokenizer,"
+            "SELECT s.session_id, s.created_ns, s.updated_ns, s.incomplete, s.failures, s.tokenizer, s.meta,"
             " (SELECT COUNT(*) FROM artifacts a WHERE a.session_id=s.session_id),"
             " (SELECT COUNT(*) FROM checkpoints c WHERE c.session_id=s.session_id),"
             " (SELECT COALESCE(MAX(turn),0) FROM artifacts a WHERE a.session_id=s.session_id)"
@@ -202,10 +206,26 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
                 session_id=r[0], created_ns=r[1], updated_ns=r[2],
                 incomplete=bool(r[3]) or r[0] in self._incomplete,
                 failures=max(r[4], self._incomplete.get(r[0], 0)), tokenizer=r[5],
-                artifacts=r[6], checkpoints=r[7], turns=r[8],
+                artifacts=r[7], checkpoints=r[8], turns=r[9], run_died=RUN_DIED in (r[6] or ""),
             )
             for r in rows
         ]
+
+    def mark_run_died(self, session_id: str, owner: str) -> None:
+        """Record that ``owner`` died holding a run of ``session_id`` (its records may stop short
+        of the agent's state). Written at once, not through the writer."""
+        self.flush()
+        meta = json.dumps({RUN_DIED: {"owner": owner, "seen_ns": time.time_ns()}})
+        now = time.time_ns()
+        with self._read_lock:
+            self._db.execute(
+                "INSERT INTO sessions(session_id, created_ns, updated_ns, meta) VALUES (?,?,?,?)"
+                " ON CONFLICT(session_id) DO UPDATE SET meta=excluded.meta", (session_id, now, now, meta))
+
+    def clear_run_died(self, session_id: str) -> None:
+        """The session's records were found complete (or replaced by a full replay's)."""
+        with self._read_lock:
+            self._db.execute("UPDATE sessions SET meta='{}' WHERE session_id=?", (session_id,))
 
     def session(self, session_id: str) -> SessionInfo:
         for s in self.sessions():

@@ -137,9 +137,12 @@ class SessionReplacement:
                 for table in ("artifacts", "checkpoints", "spans"):
                     db.execute(f"UPDATE {table} SET session_id=? WHERE session_id=?", (session_id, scratch_id))
                 db.execute("DELETE FROM sessions WHERE session_id=?", (scratch_id,))
+                # a replay from the empty state (B5) replaced the whole record: a run that died
+                # before its records were written no longer matters (its mark goes)
                 db.execute(
-                    "UPDATE sessions SET updated_ns=?, incomplete=0, failures=0 WHERE session_id=?",
-                    (time.time_ns(), session_id),
+                    "UPDATE sessions SET updated_ns=?, incomplete=0, failures=0,"
+                    " meta=CASE WHEN ?=0 THEN '{}' ELSE meta END WHERE session_id=?",
+                    (time.time_ns(), at, session_id),
                 )
                 db.execute("UPDATE commits SET state='done' WHERE event_id=?", (event_id,))
         self._incomplete.pop(session_id, None)

@@ -16,6 +16,11 @@ what is queued — in one transaction per file, the fewer the better — when a
 kick asks for a write (the end of a run), when ``flush()`` does, when
 ``WAKE_AT`` items are queued, and at the latest ``IDLE_WRITE_S`` after its
 last write.
+
+Work that must follow the records (a run's lease is given back only once the run's
+records are written: a forget in another process never plans on a partial record) is
+queued with :meth:`BatchWriter.after_write`: it runs on the writer thread once
+everything queued before it is written.
 """
 
 from __future__ import annotations
@@ -40,6 +45,15 @@ IDLE_WRITE_S = 0.05
 WAKE_AT = 256
 #: items written in one transaction at most
 MAX_BATCH = 512
+
+
+class _AfterWrite:
+    """A queued callback: run once everything queued before it is written (or failed)."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[], None]):
+        self.fn = fn
 
 
 @dataclass
@@ -95,6 +109,17 @@ class BatchWriter:
         if len(self._queue) >= WAKE_AT:
             self.kick(write=True)
 
+    def after_write(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the writer thread once everything submitted so far is written (at once,
+        on this thread, when the writer is gone). Called on the writer thread (a producer's task),
+        it runs after the batches that task's producer round submitted. ``fn`` must not raise; it
+        is logged if it does."""
+        if self._closed or not self._writer.is_alive():
+            _run_callback(fn)
+            return
+        self._queue.append(_AfterWrite(fn))
+        self.kick(write=True)
+
     def add_producer(self, produce: Callable[[], None]) -> None:
         """Run ``produce`` (work that submits batches) before each write and in every flush."""
         self._producers.append(produce)
@@ -138,21 +163,24 @@ class BatchWriter:
             while q:
                 # Drain what is queued: one transaction for many spans.
                 items: list = []
-                marks: list[threading.Event] = []
+                marks: list[threading.Event | _AfterWrite] = []
                 stop = False
                 while q and len(items) < MAX_BATCH:
                     item = q.popleft()
                     if item is None:
                         stop = True
                         break
-                    if isinstance(item, threading.Event):
+                    if isinstance(item, (threading.Event, _AfterWrite)):
                         marks.append(item)
                     else:
                         items.append(item)
                 if items:
                     self._write_all(items)
                 for done in marks:  # everything queued before each mark is written
-                    done.set()
+                    if isinstance(done, _AfterWrite):
+                        _run_callback(done.fn)
+                    else:
+                        done.set()
                 if stop:
                     return
 
@@ -252,3 +280,10 @@ class BatchWriter:
         self._queue.append(None)
         self._wake.set()
         self._writer.join(timeout=10)
+
+
+def _run_callback(fn: Callable[[], None]) -> None:
+    try:
+        fn()
+    except Exception:  # observer: the writer thread must live on
+        log.exception("a callback after a store write failed")

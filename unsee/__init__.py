@@ -27,6 +27,7 @@ _EXPORTS = {
     "SessionNotFound": "unsee.middleware.errors",
     "AmbiguousTarget": "unsee.middleware.errors",
     "IncompleteSession": "unsee.middleware.errors",
+    "RecordsBehind": "unsee.middleware.errors",
     "InvalidArgument": "unsee.middleware.errors",
     "RevocationEvent": "unsee.plugins.forget",
     "ForgetReport": "unsee.plugins.forget",

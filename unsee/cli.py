@@ -129,6 +129,12 @@ def _bad_value(option: str, e: Exception) -> UnseeError:
     return InvalidArgument(f"{option}: {text.split(': ', 1)[1] if ': ' in text else text}")
 
 
+def _completeness(s) -> str:
+    if s.incomplete:
+        return f"NO ({s.failures} failures)"
+    return "run died: checked at the next forget" if s.run_died else "yes"
+
+
 @app.command("sessions")
 def sessions_cmd(as_json: bool = typer.Option(False, "--json", help="machine-readable output")) -> None:
     """List recorded sessions (none in a home that holds no records yet: an empty list, exit 0)."""
@@ -150,7 +156,7 @@ def sessions_cmd(as_json: bool = typer.Option(False, "--json", help="machine-rea
         t.add_column(name)
     for s in rows:
         t.add_row(s.session_id, str(s.turns), str(s.artifacts), str(s.checkpoints), s.tokenizer or "-",
-                  "yes" if not s.incomplete else f"NO ({s.failures} failures)", str(orphaned.get(s.session_id, 0)))
+                  _completeness(s), str(orphaned.get(s.session_id, 0)))
     _console().print(t)
 
 

@@ -155,6 +155,8 @@ class Unsee:
                                  self._counter_for, content_in_spans=content_in_spans,
                                  env_snapshotter=env_snapshotter, leases=leases)
         self.recorder.forks = ForkWatch(self.store, fork_policy)
+        # a process that died in a run (or before that run's records were written) left its lease
+        self.recorder.reap_dead_runs()
         # session graphs extended as sessions grow, rebuilt whenever their records may have been rewritten
         self._graphs = GraphCache(self.store, self.hasher.hash, forgot_since=leases.forgot_since)
         _OWNERS[id(self.recorder)] = self  # ``Unsee.owning(recorder)``
@@ -232,6 +234,10 @@ class Unsee:
 
     # -- reading ----------------------------------------------------------
     def flush(self) -> None:
+        """Wait until everything recorded so far is written (and handed to the tracer provider's
+        processors). A run returns before its records are written; every reader here calls this
+        first."""
+        self.recorder.run_tasks()  # (the spans a run left to the writer end before the exporters flush)
         self.tracer_provider.force_flush()
         self.store.flush()
 
@@ -459,6 +465,7 @@ class Unsee:
         if self.environments is not None:
             self.environments.close()
         try:
+            self.recorder.run_tasks()  # (a run's last spans end before the exporters flush)
             self.tracer_provider.force_flush()
             if self._own_provider:
                 self.tracer_provider.shutdown()

@@ -15,10 +15,11 @@ import logging
 import time
 from typing import Any
 
-from unsee.middleware.errors import AmbiguousTarget, IncompleteSession, InvalidArgument
+from unsee.middleware.errors import AmbiguousTarget, IncompleteSession, InvalidArgument, RecordsBehind
 
 from unsee.middleware import faults
 from .baselines import apply_edit
+from .behind import unrecorded_messages, with_inputs_from_state
 from .commit import commit, finish_commit
 from .decide import SIDE_EFFECT_POLICIES, SideEffectPolicy
 from .errors import AgentUnknown, IfcNotEnabled
@@ -132,14 +133,29 @@ class Forgetter:
         if info.incomplete:
             raise IncompleteSession(session, info.failures)
         g = sessions.graph(session)
+        missing = self._unrecorded(session, info, g, strategy, agent)
         if event.source is None:
             sources = g.entry_sources(event.target)
             if len(sources) > 1:
                 raise AmbiguousTarget(sources)
         hit = g.locate(event.target, event.source)  # TargetNotFound / InvalidArgument
         runs = self.ctx.runs
-        return make_plan(g, hit, g.taint(hit), strategy,
+        plan = make_plan(g, hit, g.taint(hit), strategy,
                          fork_available=_fork_available(agent or runs.agents.get(session) or runs.last_agent, session))
+        return with_inputs_from_state(plan, session, missing) if missing else plan
+
+    def _unrecorded(self, session: str, info: Any, g: Any, strategy: Strategy, agent: Any | None) -> list:
+        """The agent state's messages the records lack, for a session a run of which died
+        before its records were written (``behind.py``); [] otherwise. ``RecordsBehind`` unless
+        ``strategy`` is B5."""
+        if not getattr(info, "run_died", False):
+            return []
+        missing = unrecorded_messages(self._agent(session, agent), session, g)
+        if not missing:
+            self.ctx.records.clear_run_died(session)  # every message is recorded: the mark goes
+        elif strategy is not Strategy.B5:
+            raise RecordsBehind(session, len(missing), strategy.value)
+        return missing
 
     def forget(self, session: str, event: RevocationEvent, strategy: Strategy | str = Strategy.B7, *,
                agent: Any | None = None, dry_run: bool = False, commit_result: bool = True, wait: bool = True,

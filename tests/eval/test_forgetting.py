@@ -155,16 +155,18 @@ def test_cli_runs_and_writes_json(tmp_path):
 @pytest.mark.model
 def test_on_the_local_model():
     """The real local CPU model (small: one episode, B0 and B7, B5 as the reference): B7 leaves the
-    target in no channel, the decoded KV cache included, under no probe and in none of five
-    sampled probe answer sets, and agrees with B5; B0's cache still holds it."""
-    r = run_forgetting(generate("support", 1, seed=2), ["B0", "B7"], unsee=Unsee, model="local")  # 7 turns
+    target in no channel, the decoded KV cache included, under no probe and in neither of two
+    sampled probe answer sets (two, not the paper's five: CI time), and agrees with B5; B0's cache
+    still holds it."""
+    r = run_forgetting(generate("support", 1, seed=2), ["B0", "B7"], unsee=Unsee, model="local",
+                       samples=2)  # 7 turns
     rows = {row.strategy: row for row in r.rows}
     assert rows["B0"].any_leak["kv_cache"] == 1.0
     b7 = rows["B7"]
     assert b7.any_leak_overall == 0 and b7.leak_at_probes == 0 and b7.leak_at_5 == 0
     assert b7.agreement == 1.0 and b7.tokens > 0  # the runtime's own counters
     run = next(x for x in r.runs if x.measure.strategy == "B7")
-    sampled = {kind: {run.probes[f"{kind}@{k}"] for k in range(5)} for kind in PROBES}
+    sampled = {kind: {run.probes[f"{kind}@{k}"] for k in range(2)} for kind in PROBES}
     assert any(len(answers) > 1 for answers in sampled.values())  # sampled at 0.8, not five greedy copies
 
 

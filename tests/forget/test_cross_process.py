@@ -148,9 +148,9 @@ def _wait_for_lease(home: Path, env: dict, kind: str, timeout: float = 60.0) -> 
     raise AssertionError(f"no {kind} lease on t1 within {timeout} s")
 
 
-def _forget(tmp_path, env, extra_env=None):
+def _forget(tmp_path, env, extra_env=None, args=()):
     return subprocess.Popen([sys.executable, "-m", "unsee", "forget", "t1", "--target", SECRET,
-                             "--agent", "xagent:factory"], env={**env, **(extra_env or {})}, cwd=tmp_path,
+                             "--agent", "xagent:factory", *args], env={**env, **(extra_env or {})}, cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -184,7 +184,9 @@ def test_a_run_started_during_a_forget_never_writes_the_target_back(world):
 
 
 def test_a_killed_run_lease_expires(world):
-    """A worker killed with SIGKILL mid-run stops renewing its lease: a later forget goes on."""
+    """A worker killed with SIGKILL mid-run stops renewing its lease: a later forget goes on.
+    Its run's records may stop short of the agent's state (killed before they were written):
+    then B7 refuses and names B5, which goes on (test_run_died.py has that case for certain)."""
     import signal
 
     tmp_path, home, env = world
@@ -197,6 +199,9 @@ def test_a_killed_run_lease_expires(world):
     t0 = time.monotonic()
     forget = _forget(tmp_path, env)
     out, err = forget.communicate(timeout=300)
+    if forget.returncode == 4 and "stop short of the agent's state" in err and "--strategy B5" in err:
+        forget = _forget(tmp_path, env, args=["--strategy", "B5"])
+        out, err = forget.communicate(timeout=300)
     assert forget.returncode == 0 and "committed" in out, out + err
     assert SECRET not in _state(home, env)
     assert time.monotonic() - t0 < 60  # it waited for the lease to lapse (2 s), not for the tool (60 s)
