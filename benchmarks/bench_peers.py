@@ -7,9 +7,11 @@ one ``@tool``, ``InMemorySaver``, a system prompt) is run under each layer:
 - unsee: ``Unsee(home=tmp)`` and ``middleware=[u.middleware()]`` (defaults);
 - hooks, a reference and not a peer: a middleware whose ``before_agent`` and
   ``after_agent`` do nothing. LangChain runs each as a graph node of its own
-  (a superstep), so this is what any middleware that needs the run's start
-  and end pays before it records anything (unsee needs both: the run's lease,
-  root span and turn checkpoint);
+  (a superstep), so this is what any middleware that takes the run's start
+  and end from hooks pays before it records anything (unsee keeps one:
+  ``before_agent`` takes the run's lease, root span and turn checkpoint at
+  the state the run loaded; the run's end comes from the graph run's
+  callback, ``middleware/run_end.py``);
 - OpenInference: ``LangChainInstrumentor().instrument(tracer_provider=tp)``,
   an SDK ``TracerProvider`` with a ``BatchSpanProcessor`` to an exporter that
   drops the spans (counting them);

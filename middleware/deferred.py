@@ -5,18 +5,19 @@ numbers (they fix the order), hash the content (a replay compares prompt
 hashes during the run), snapshot what changes under it (the live message
 list, the environment), and start the spans that are *current* while a model
 or tool runs (nested instrumentation hangs under them). Everything else —
-counting tokens, building the records and their attributes, creating the
-spans that only carry a record (checkpoints, inputs, prompt blocks), adding
-links and events, ending spans — is a task in :class:`TaskQueue`.
+counting tokens, building the records and their attributes, putting the
+records made outside a model or tool call (checkpoints, inputs, prompt
+blocks) as events onto the span that follows them, adding links and events,
+ending spans — is a task in :class:`TaskQueue`.
 
 Tasks run in the order they were queued, once, by whichever thread drains the
 queue first: the store's writer thread (kicked as the agent starts to wait on
-a model or a tool, so the work overlaps the wait), the end of a run (every
-span of a run is ended when the run returns), a flush (readers see
-everything), or a synchronous recorder call (which needs the token offsets and
-span contexts the queued tasks produce). So the records, token spans and spans
-are the ones synchronous recording made, in the same order; spans reach the
-tracer provider's processors when the tasks run.
+a model or a tool, so the work overlaps the wait, and pausing when the agent
+runs Python again), a flush (readers see everything), or a synchronous
+recorder call (which needs the token offsets and span contexts the queued
+tasks produce). So the records and token spans are the ones synchronous
+recording made, in the same order; spans reach the tracer provider's
+processors when the tasks run.
 """
 
 from __future__ import annotations
@@ -84,9 +85,10 @@ class TaskQueue:
     def __len__(self) -> int:
         return len(self._q)
 
-    def run(self) -> None:
+    def run(self, pause: Callable[[], bool] | None = None) -> None:
         """Run every task queued so far (and those queued meanwhile); return once they are done,
-        by this thread or another."""
+        by this thread or another. ``pause``: asked before each task; when it says so, return
+        and leave the rest queued (the store's writer, when the agent gets busy)."""
         if self._running == threading.get_ident():
             return  # (a task that ends up here again must not run later tasks before it is done)
         with self.lock:  # (also when none is queued: one may be running on another thread)
@@ -94,6 +96,8 @@ class TaskQueue:
             q = self._q
             try:
                 while q:
+                    if pause is not None and pause():
+                        return
                     fn, args = q.popleft()
                     try:
                         fn(*args)
@@ -183,17 +187,106 @@ class DeferredRecording:
         except Exception as exc:
             self.fail(st.session_id, exc)
 
-    # -- spans that only carry a record ---------------------------------------
+    # -- records that no operation span carries yet --------------------------------------
+    # A record made outside a model or tool call (the turn's checkpoint and its input, a system
+    # prompt block, a compaction's summary, a consequential tool's checkpoint) used to get a
+    # short span of its own. It is now an event on the next operation span the run opens (the
+    # chat or execute_tool span that follows it), or on the run's span if none opens: the same
+    # attributes, a span fewer each (what a span costs is most of what recording costs).
     def emit_later(self, st: SessionState, name: str, p: Pending, attributes: dict[str, Any] | None = None) -> None:
-        """:meth:`~.recorder.Recorder.emit`: a short span carrying one artifact, made by a task."""
-        st.remember(p, None)  # (known at once; its span context is filled in by the task)
-        base, parent = self._base(st)
+        """The artifact ``p`` as an event on the next operation span (see above); ``name`` is
+        its kind (``user_input``, ``prompt_block system``, ...), kept on the event."""
+        st.remember(p, None)  # (known at once; its span context is the host span's, set by the task)
+        extra = {sc.RECORD_KIND: name}
         if attributes:
-            base.update(attributes)
-        self.tasks.put(self._emit, st, name, p, base, parent, time.time_ns())
+            extra.update(attributes)
+        st.pending_events.append((p, extra, time.time_ns()))
+
+    def checkpoint_later(self, st: SessionState, kind: CheckpointKind, *, step: int | None = None,
+                         langgraph_checkpoint_id: str | None = None, env: bool = False) -> None:
+        """:meth:`~.recorder.Recorder.checkpoint`: what changes under it is taken now (the
+        environment snapshot, the live messages, the cache), the record by a task queued now
+        (its token offset is the one the records queued before it reach), and it goes onto the
+        next operation span as an event."""
+        env_id = self._env_snapshot(st, env)
+        seq = st.next_seq()
+        fields = {
+            "session_id": st.session_id, "kind": kind, "step": st.step + 1 if step is None else step,
+            "turn": st.turn, "seq": seq, "cache_handle": st.cache_handle, "env_snapshot_id": env_id,
+            "prompt_manifest": tuple(st.live), "langgraph_checkpoint_id": langgraph_checkpoint_id,
+            "langgraph_thread_id": st.session_id if langgraph_checkpoint_id else None,
+            "created_ns": time.time_ns(),
+        }
+        held = _HeldCheckpoint()
+        self.tasks.put(self._make_checkpoint, st, fields, st.cache_offset, held)
+        st.pending_events.append((held, None, fields["created_ns"]))
+
+    def _make_checkpoint(self, st: SessionState, fields: dict[str, Any], cache_offset: int | None,
+                         held: "_HeldCheckpoint") -> None:
+        try:
+            held.checkpoint = Checkpoint(id=short_id("ckpt", st.session_id, str(fields["seq"])),
+                                         token_offset=cache_offset if cache_offset is not None else st.offset,
+                                         **fields)
+        except Exception as exc:
+            self.fail(st.session_id, exc)
+
+    def _take_events(self, st: SessionState, span: Span) -> None:
+        """The records waiting for a span go onto ``span`` (by a task, after their records')."""
+        if st.pending_events:
+            events, st.pending_events = st.pending_events, []
+            self.tasks.put(self._attach, st, span, events)
+
+    def settle_events(self, st: SessionState, root: Span | None) -> None:
+        """The run ends: records no operation span took go onto its span ``root``, or get short
+        spans of their own when it has none."""
+        if not st.pending_events:
+            return
+        if root is not None:
+            self._take_events(st, root)
+            return
+        events, st.pending_events = st.pending_events, []
+        base, parent = self._base(st)
+        self.tasks.put(self._own_spans, st, events, base, parent)
+
+    def _attach(self, st: SessionState, span: Span, events: list) -> None:
+        start = getattr(span, "start_time", None) or 0
+        for what, extra, at in events:
+            try:
+                if isinstance(what, _HeldCheckpoint):
+                    if what.checkpoint is not None:
+                        span.add_event(sc.CHECKPOINT_EVENT, sc.checkpoint_attributes(what.checkpoint),
+                                       timestamp=max(at, start))
+                    continue
+                a = what.artifact
+                if a is None:
+                    continue  # (its record failed, and says so)
+                if len(getattr(span, "events", ()) or ()) >= MAX_EVENTS_PER_SPAN:
+                    base, parent = self._base(st)
+                    base.update(extra)
+                    self._emit(st, str(extra.get(sc.RECORD_KIND) or a.type.value), what, base, parent, at)
+                    continue
+                attrs = sc.artifact_attributes(a, self._content(st, a))
+                attrs.update(extra)
+                span.add_event(sc.ARTIFACT_EVENT, attrs, timestamp=max(at, start))
+                if a.parents:
+                    self._link(st, span, list(a.parents))
+                st.known[a.id] = span.get_span_context()
+            except Exception as exc:
+                self.fail(st.session_id, exc)
+
+    def _own_spans(self, st: SessionState, events: list, base: dict[str, Any], parent: Span | None) -> None:
+        for what, extra, at in events:
+            attrs = dict(base)
+            if isinstance(what, _HeldCheckpoint):
+                if what.checkpoint is not None:
+                    self._checkpoint_span(st, what.checkpoint, attrs, parent, at)
+                continue
+            attrs.update(extra)
+            self._emit(st, str(extra.get(sc.RECORD_KIND) or what.type.value), what, attrs, parent, at)
 
     def _emit(self, st: SessionState, name: str, p: Pending, attrs: dict[str, Any], parent: Span | None,
               at: int) -> None:
+        """A short span carrying one artifact (when no span can take it as an event)."""
         a = p.artifact
         if a is None:
             return  # (its record failed, and says so)
@@ -207,27 +300,9 @@ class DeferredRecording:
         st.known[a.id] = span.get_span_context()
         span.end(end_time=at)
 
-    def checkpoint_later(self, st: SessionState, kind: CheckpointKind, *, step: int | None = None,
-                         langgraph_checkpoint_id: str | None = None, env: bool = False) -> None:
-        """:meth:`~.recorder.Recorder.checkpoint`: what changes under it is taken now (the
-        environment snapshot, the live messages, the cache), the record and its span by a task."""
-        env_id = self._env_snapshot(st, env)
-        seq = st.next_seq()
-        fields = {
-            "session_id": st.session_id, "kind": kind, "step": st.step + 1 if step is None else step,
-            "turn": st.turn, "seq": seq, "cache_handle": st.cache_handle, "env_snapshot_id": env_id,
-            "prompt_manifest": tuple(st.live), "langgraph_checkpoint_id": langgraph_checkpoint_id,
-            "langgraph_thread_id": st.session_id if langgraph_checkpoint_id else None,
-            "created_ns": time.time_ns(),
-        }
-        base, parent = self._base(st)
-        self.tasks.put(self._checkpoint, st, fields, st.cache_offset, base, parent, time.time_ns())
-
-    def _checkpoint(self, st: SessionState, fields: dict[str, Any], cache_offset: int | None,
-                    attrs: dict[str, Any], parent: Span | None, at: int) -> None:
+    def _checkpoint_span(self, st: SessionState, cp: Checkpoint, attrs: dict[str, Any], parent: Span | None,
+                         at: int) -> None:
         try:
-            cp = Checkpoint(id=short_id("ckpt", st.session_id, str(fields["seq"])),
-                            token_offset=cache_offset if cache_offset is not None else st.offset, **fields)
             attrs.update(sc.checkpoint_attributes(cp))
             span = self.tracer.start_span(f"checkpoint {cp.kind.value}", context=self._context(parent),
                                           kind=SpanKind.INTERNAL, attributes=attrs, start_time=at)
@@ -243,7 +318,9 @@ class DeferredRecording:
         attrs, parent = self._base(st)
         if attributes:
             attrs.update(attributes)
-        return self.tracer.start_span(name, context=self._context(parent), kind=kind, attributes=attrs)
+        span = self.tracer.start_span(name, context=self._context(parent), kind=kind, attributes=attrs)
+        self._take_events(st, span)  # (the records made since the previous operation span)
+        return span
 
     def link_later(self, st: SessionState, span: Span, artifact_ids: Iterable[str]) -> None:
         """:meth:`~.recorder.Recorder.link`, by a task (the spans of the ids may be tasks too)."""
@@ -321,6 +398,15 @@ class DeferredRecording:
             span.end(end_time=at)
         except Exception as exc:
             self.fail(st.session_id, exc)
+
+
+class _HeldCheckpoint:
+    """A checkpoint record made by a task, waiting for the span that carries it."""
+
+    __slots__ = ("checkpoint",)
+
+    def __init__(self) -> None:
+        self.checkpoint: Checkpoint | None = None
 
 
 def _content_batch(session_id: str, aid: str, content: str) -> Batch:

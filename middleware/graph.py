@@ -164,6 +164,23 @@ class ProvenanceGraph:
         i = self._lin.index.get(artifact_id)
         return i if i is not None and i < self._n else None
 
+    def since_seq(self, seq: int) -> list[Artifact]:
+        """The artifacts recorded at ``seq`` or later, in recording order: what a forget that forks
+        at ``seq`` replays. A binary search over the recording order (sorted by seq), so the cost
+        is the suffix's, not the session's; a walk of every artifact only where repeated ids
+        among the records make that order not one of distinct seqs."""
+        if self._lin.dups:
+            return [a for a in self if a.seq >= seq]
+        order, record = self._lin.order, self._record
+        lo, hi = 0, self._n
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if record(order[mid]).seq < seq:
+                lo = mid + 1
+            else:
+                hi = mid
+        return self.tail(lo)
+
     def tail(self, start: int) -> list[Artifact]:
         """The artifacts from position ``start`` on, in recording order (what an extension added)."""
         return list(map(self._record, self._lin.order[max(0, start):self._n]))  # (a slice: no walk to start)

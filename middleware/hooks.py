@@ -31,6 +31,7 @@ from .messages import (ai_message_of, message_artifact, same_messages, state_mes
 from .recorder import (ModelCallScope, Recorder, current_producer, current_scope, error_status, record_json,
                        session_attributes)
 from .records import ArtifactType, CheckpointKind
+from .run_end import node_run_id, run_end_watcher
 from .run_guard import check_head
 from .session_state import SessionState
 from .tools import effect_of, was_executed
@@ -54,6 +55,9 @@ class UnseeMiddleware(AgentMiddleware):
     def __init__(self, recorder: Recorder):
         super().__init__()
         self.recorder = recorder
+        # installed now, before any run's callback manager is configured: a run configured
+        # before the watcher existed would never tell its end
+        self._run_end = run_end_watcher()
 
     @property
     def name(self) -> str:
@@ -72,13 +76,19 @@ class UnseeMiddleware(AgentMiddleware):
         await asyncio.to_thread(self._begin_turn, state, runtime)
         return None
 
-    def after_agent(self, state, runtime) -> dict[str, Any] | None:
-        self._end_turn()
-        return None
+    # No after_agent hook: it would be a graph node, a superstep in every run. The run's end
+    # comes from LangChain's callback on the graph's run (``run_end``), after its last checkpoint.
 
-    async def aafter_agent(self, state, runtime) -> dict[str, Any] | None:
-        self._end_turn()
-        return None
+    def _watch_end(self, st: SessionState) -> None:
+        """Have the run's end (the graph run's, from its callbacks) end the turn; once per run."""
+        if st.watched:
+            return
+        node = node_run_id()
+        if node is None:
+            return  # outside a graph or without callbacks: the next run's start closes this one
+        st.watched = True
+        sid = st.session_id
+        self._run_end.watch(node, lambda error: self._end_turn(failed=error, session_id=sid))
 
     def _begin_turn(self, state, runtime=None) -> None:
         sid, lg_ckpt = current_session()
@@ -97,14 +107,15 @@ class UnseeMiddleware(AgentMiddleware):
             rec = self.recorder
             st = rec.state(sid)
             with st.lock:
-                if st.root is not None:  # a previous run died before after_agent
+                if st.root is not None:  # a previous run whose end was never seen (no callbacks)
+                    rec.settle_events(st, st.root)
                     rec.run_tasks()  # (its spans end before it does)
                     st.root.set_attribute("unsee.run.abandoned", True)
                     st.root.end()
                     st.root = None
+                    st.watched = False
                     rec.mark_running(sid, False)  # its count (the session's lease is this run's now)
                 st.turn += 1
-                rec.mark_running(sid, True)
                 if sid not in rec.agents:
                     agent = find_agent(self)
                     if agent is not None:
@@ -117,6 +128,8 @@ class UnseeMiddleware(AgentMiddleware):
                         sc.TURN: st.turn,
                     },
                 )
+                rec.mark_running(sid, True)  # (a run whose span is open: its end unmarks it)
+                self._watch_end(st)
                 first = not st.started
                 kind = CheckpointKind.TURN if st.started else CheckpointKind.SESSION_START
                 st.started = True
@@ -162,26 +175,32 @@ class UnseeMiddleware(AgentMiddleware):
         agent = self.recorder.agents.get(sid) or find_agent(self)
         check_head(getattr(agent, "checkpointer", None), sid, lg_ckpt, strict=strict)
 
-    def _end_turn(self, failed: BaseException | None = None) -> None:
-        """The run is over. It returns without waiting for its records: the store's writer
-        finishes the queued work (span ends included) and writes it within milliseconds, then
-        gives the run lease back. Every reader flushes first (read-your-writes)."""
-        sid, _ = current_session()
+    def _end_turn(self, failed: BaseException | None = None, session_id: str | None = None) -> None:
+        """The run is over (the graph's run ended, or an error escaped a model or tool call). It
+        returns without waiting for its records: the store's writer finishes the queued work
+        (span ends included) and writes it within milliseconds, then gives the run lease back.
+        Every reader flushes first (read-your-writes). A second call for the same run (the
+        graph's end after an escaped error) only gives back what the first did not."""
+        sid = session_id if session_id is not None else current_session()[0]
         rec = self.recorder
         try:
             st = rec.state(sid)
             with st.lock:
+                st.watched = False
                 st.message_ids.release()
                 root, st.root = st.root, None
+                rec.settle_events(st, root)  # (records no operation span took: onto the run's span)
             if root is not None:
                 if failed is not None:
                     error_status(root, failed)
                 rec.end_later(st, root)  # (after the run's other spans: tasks run in order)
+                rec.mark_running(sid, False)
         except Exception as exc:
             rec.fail(sid, exc)
         finally:
-            rec.mark_running(sid, False)
             rec.release_run(sid)  # (by the writer, once the run's records are written)
+            # the writer writes the run's records now, unless the next run is already on its way
+            # (it looks after a moment: ``store_writer``)
             rec.store.kick(write=True)
 
     def _record_message(self, st: SessionState, m: BaseMessage, current: set[str] = frozenset(),
@@ -258,20 +277,33 @@ class UnseeMiddleware(AgentMiddleware):
         token = var.set(value)
         # A run resumed after an interrupt (or going on after an outer retry caught an error)
         # skips before_agent: it takes its session's lease here.
-        self.recorder.acquire_run(current_session()[0])
-        if self.recorder.tasks:
-            self.recorder.store.kick()  # the agent waits on the call now: the queued work is done meanwhile
+        sid = current_session()[0]
+        self.recorder.acquire_run(sid)
+        st = self.recorder.state(sid)
+        if not st.watched:  # a resumed run: its end gives the lease back
+            self._watch_end(st)
+        rec = self.recorder
+        rec.hand_over_backlog()
+        kind = var  # (one waiting-time estimate per kind of call: model calls, tool calls)
+        began = rec.call_began(kind)
+        if rec.tasks and rec.worth_waking(kind):
+            rec.store.kick()  # the agent waits on the call now: the queued work is done meanwhile
         try:
             with trace.use_span(call["span"], end_on_exit=False):
                 yield
         except BaseException as exc:
+            rec.call_ended(kind, began)
             self.recorder.run_tasks()  # (what is queued for the span first)
             error_status(call["span"], exc)
             call["span"].end()
-            # An error escaping a model or tool call ends the run (after_agent will not
-            # run): close the turn so a forget does not wait for a run that is over.
-            self._end_turn(failed=exc)
+            # The graph's end (its callback) ends the turn: an outer retry may still catch the
+            # error and go on. Without that callback, an escaping error ends the turn now, so a
+            # forget does not wait for a run that is over.
+            if not st.watched:
+                self._end_turn(failed=exc)
             raise
+        else:
+            rec.call_ended(kind, began)
         finally:
             var.reset(token)
 

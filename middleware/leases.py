@@ -59,6 +59,12 @@ CREATE TABLE IF NOT EXISTS forgets (
 );
 """
 _FORGET_UPSERT = upsert_sql("forgets", ("session_id", "ended_ns"), ("session_id",))
+#: a run lease taken (or its holds counted up) unless a forget or drain row is there, live or not
+_RUN_AT_ONCE = (
+    "INSERT INTO leases(session_id, owner, kind, holds, expires_ns) SELECT ?,?,?,1,?"
+    " WHERE NOT EXISTS (SELECT 1 FROM leases WHERE session_id=? AND kind IN (?,?) AND holds>0)"
+    " ON CONFLICT(session_id, owner, kind) DO UPDATE SET"
+    " holds=CASE WHEN leases.expires_ns>? THEN leases.holds+1 ELSE 1 END, expires_ns=excluded.expires_ns")
 
 
 #: lease keys of memory-store namespaces (``namespace_keys``) start with this; never a session id
@@ -127,6 +133,8 @@ class LeaseTable:
         now = time.time_ns()
         with self._lock:
             self._flush_releases()
+            if kind == RUN and self._conn.dialect == "sqlite" and self._take_run_at_once(session, now):
+                return True
             with self._conn.transaction(lock="leases"):
                 if self._blocked(session, kind, now):
                     return False
@@ -140,6 +148,20 @@ class LeaseTable:
                 self._touched[session] = time.monotonic()
             self._start_heartbeat()
             return True
+
+    def _take_run_at_once(self, session: str, now: int) -> bool:
+        """SQLite, a run lease: one statement (its own write transaction, serialised with every
+        other) takes it when no forget or drain row is there at all; else the caller's full
+        check (which also sees dead holders) decides. A statement, not a transaction of four:
+        each SQLite call lets the interpreter lock go, and a run's other threads take it."""
+        cur = self._conn.execute(_RUN_AT_ONCE, (session, self.owner, RUN, now + int(self.ttl * 1e9),
+                                                session, FORGET, DRAIN, now))
+        if cur.rowcount != 1:
+            return False
+        self._held[(session, RUN)] = self._held.get((session, RUN), 0) + 1
+        self._touched[session] = time.monotonic()
+        self._start_heartbeat()
+        return True
 
     def touch(self, session: str) -> None:
         """A run on ``session`` is still doing something (a model or tool call began)."""
@@ -157,36 +179,45 @@ class LeaseTable:
             time.sleep(self.poll)
 
     def release(self, session: str, kind: str) -> None:
+        self.release_many([(session, kind)])
+
+    def release_many(self, leases: list[tuple[str, str]]) -> None:
+        """Give back each (session, kind) held (one transaction for all: the runs whose records
+        one write of the store's writer made)."""
         with self._lock:
-            n = self._held.get((session, kind), 0)
-            if n <= 0:
-                return
-            if n == 1:
-                self._held.pop((session, kind))
-            else:
-                self._held[(session, kind)] = n - 1
-            self._unreleased.append((session, kind, time.time_ns()))
+            now = time.time_ns()
+            for session, kind in leases:
+                n = self._held.get((session, kind), 0)
+                if n <= 0:
+                    continue
+                if n == 1:
+                    self._held.pop((session, kind))
+                else:
+                    self._held[(session, kind)] = n - 1
+                self._unreleased.append((session, kind, now))
             try:
                 self._flush_releases()
             except self._conn.errors:
                 # The store is unreachable (a PostgreSQL restart): never mask the caller's own
                 # outcome. The row stays held (safe: it blocks, never admits) and is released by
                 # the next lease operation or heartbeat that reaches the store, else it lapses.
-                log.warning("could not release the %s lease on %s yet; retried later", kind, session, exc_info=True)
+                log.warning("could not release the leases %s yet; retried later", leases, exc_info=True)
 
     def _flush_releases(self) -> None:
-        """Write the releases not written yet, oldest first (under ``_lock``)."""
-        while self._unreleased:
-            session, kind, ended_ns = self._unreleased[0]
-            # one transaction: a run that takes the lease right after sees the forget recorded
-            with self._conn.transaction(lock="leases"):
+        """Write the releases not written yet, in one transaction (under ``_lock``): a run that
+        takes a lease right after sees the forget recorded; a failure leaves them all pending."""
+        if not self._unreleased:
+            return
+        pending = list(self._unreleased)
+        with self._conn.transaction(lock="leases"):
+            for session, kind, ended_ns in pending:
                 if kind == FORGET:  # runs that loaded the state around now check it is still the head
                     self._conn.execute(_FORGET_UPSERT, (session, ended_ns))
                 self._conn.execute(
                     "UPDATE leases SET holds=holds-1 WHERE session_id=? AND owner=? AND kind=?",
                     (session, self.owner, kind))
-                self._conn.execute("DELETE FROM leases WHERE holds<=0")
-            self._unreleased.pop(0)
+            self._conn.execute("DELETE FROM leases WHERE holds<=0")
+        del self._unreleased[:len(pending)]
 
     def forgot_since(self, session: str, since_ns: int) -> bool:
         """Whether a forget on ``session`` ended after ``since_ns`` (or holds it now)."""

@@ -83,6 +83,12 @@ current_producer: contextvars.ContextVar[tuple[str, str] | None] = contextvars.C
 
 #: a run that loaded its state less than this before a forget ended re-checks that state is the head
 STALE_WINDOW_S = 60.0
+#: queued recording tasks at which an agent that never waits hands them over (``hand_over_backlog``)
+TASK_BACKLOG = 2048
+#: a run that ended less than this ago (seconds) may be one of runs in a loop (``agent_busy``)
+RUN_GAP_S = 0.02
+#: calls that take less than this, lately, do not wake the store's writer (``worth_waking``)
+WAKE_FOR_CALL_S = 0.002
 
 
 def _after_tasks(fn):
@@ -136,13 +142,26 @@ class Recorder(DeferredRecording):
         self.leases: Any = leases
         #: sessions whose run lease this process's runs hold (one hold per session)
         self._leased: set[str] = set()
+        #: run leases to give back once the records queued before them are written
+        self._releasing: list[str] = []
+        self._releasing_lock = threading.Lock()
         #: memory after a fork (``fork_watch.ForkWatch``): orphaned store items found at a run's start
         self.forks: Any = None
         #: recording work handed off by the hooks; the store's writer runs it before each write
         self.tasks = TaskQueue()
+        #: model and tool calls in progress (the agent waits on them: the writer's time to work)
+        self._waiting = 0
+        self._waiting_lock = threading.Lock()
+        #: when the last run of this process ended (monotonic; ``agent_busy``)
+        self._last_end = 0.0
+        #: kind of call -> seconds such calls took lately (``worth_waking``)
+        self._call_time: dict[object, float] = {}
         add_producer = getattr(store, "add_producer", None)
         if add_producer is not None:
-            add_producer(self.tasks.run)
+            add_producer(self.tasks.run, self.agent_busy)
+        after_marks = getattr(store, "after_marks", None)
+        if after_marks is not None:
+            after_marks(self._release_written)
         #: system prompt text -> its artifact id (hashing a long prompt on every call costs)
         self._system_ids: dict[str, str] = {}
 
@@ -181,6 +200,7 @@ class Recorder(DeferredRecording):
                 self._running[session_id] = n
             else:
                 self._running.pop(session_id, None)
+                self._last_end = time.monotonic()
             self._running_cond.notify_all()
 
     def acquire_run(self, session_id: str) -> str | None:
@@ -214,20 +234,30 @@ class Recorder(DeferredRecording):
             self.tasks.put(self._release_after_write, session_id)
 
     def _release_after_write(self, session_id: str) -> None:
-        release = functools.partial(self.leases.release, session_id, "run")
         after_write = getattr(self.store, "after_write", None)
         if after_write is None:
-            release()
-        else:
-            after_write(release)
+            self.leases.release(session_id, "run")
+            return
+        # once the run's records (queued before this) are written, the lease joins the ones the
+        # writer gives back together after that write (``_release_written``: one transaction)
+        after_write(functools.partial(self._release_later, session_id))
+
+    def _release_later(self, session_id: str) -> None:
+        with self._releasing_lock:
+            self._releasing.append(session_id)
+
+    def _release_written(self) -> None:
+        with self._releasing_lock:
+            sessions, self._releasing = self._releasing, []
+        if sessions:
+            self.leases.release_many([(s, "run") for s in sessions])
 
     @contextlib.contextmanager
     def exclusive(self, session_id: str, wait: bool = True):
         """No run on the session, in this process or another, while the block runs (a forget,
         an erasure): waits for this process's runs, then holds the session's forget lease."""
         self.wait_idle(session_id, wait=wait)
-        self.tasks.run()
-        self.store.flush()  # (the run leases this process's runs gave back, once their records are written)
+        self.store.flush()  # (runs the queued tasks first; the run leases this process's runs gave back, once their records are written)
         if self.leases is None:
             yield
             return
@@ -255,6 +285,49 @@ class Recorder(DeferredRecording):
         except Exception:  # observer: the next open, or the forget's own lease, tries again
             log.exception("could not check for runs that died holding their lease")
         return found
+
+    def call_began(self, kind: object = None) -> float:
+        """A model or tool call starts: the agent waits on it (until :meth:`call_ended`, given
+        what this returns and the same ``kind``)."""
+        with self._waiting_lock:
+            self._waiting += 1
+        return time.perf_counter()
+
+    def call_ended(self, kind: object = None, began: float | None = None) -> None:
+        with self._waiting_lock:
+            self._waiting -= 1
+            if began is not None:  # (how long calls of this kind take: an average of the recent ones)
+                took = time.perf_counter() - began
+                avg = self._call_time.get(kind)
+                self._call_time[kind] = took if avg is None else avg + (took - avg) * 0.2
+
+    def worth_waking(self, kind: object = None) -> bool:
+        """Whether the store's writer should be woken for a call of ``kind``: calls of that kind
+        have lately taken long enough for it to work meanwhile. Waking it for a call that
+        returns at once (a scripted model, a quick tool) only makes the two threads trade the
+        interpreter lock (each hand-over costs the agent a thread switch)."""
+        avg = self._call_time.get(kind)
+        return avg is None or avg >= WAKE_FOR_CALL_S
+
+    def hand_over_backlog(self) -> None:
+        """An agent that keeps running Python (a scripted or instant model: no wait for the
+        writer to work in) flushes what the writer left it, now, between two of its steps
+        (``BatchWriter.backlog_due``); an observer: a failure is logged."""
+        due = getattr(self.store, "backlog_due", None)
+        if due is None or not (len(self.tasks) >= TASK_BACKLOG or due()):
+            return
+        try:
+            self.store.flush()
+        except Exception:
+            log.exception("could not hand the recording backlog over")
+
+    def agent_busy(self) -> bool:
+        """Whether an agent runs Python now: a run is in progress and no model or tool call of
+        it waits, or a run ended a moment ago (``RUN_GAP_S``: runs in a loop, the next one
+        starting). The store's writer leaves its work to the next wait then (``store_writer``)."""
+        if self._waiting > 0:
+            return False
+        return bool(self._running) or time.monotonic() - self._last_end < RUN_GAP_S
 
     def is_running(self, session_id: str) -> bool:
         with self._running_cond:

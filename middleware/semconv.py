@@ -50,6 +50,9 @@ REPLAY_EVENT = "unsee.replay.event"
 TURN = "unsee.turn"
 ARTIFACT_EVENT = "unsee.artifact"
 CHECKPOINT_EVENT = "unsee.checkpoint"
+#: on an artifact event that stands for what used to be a span of its own: its kind
+#: (``user_input``, ``prompt_block system``, ``summarize``, ...)
+RECORD_KIND = "unsee.record.kind"
 COMMITS = "unsee.commits"
 CONTENT = "unsee.content"
 TOKENIZER = "unsee.tokenizer"

@@ -54,6 +54,12 @@ class SessionState:
     last_manifest_set: set[str] = field(default_factory=set)
     last_manifest_distinct: bool = True
     root: Span | None = None
+    #: the graph run now recording here has its end watched (``run_end``): set when a run's
+    #: first hook registers it, cleared when the run ends
+    watched: bool = False
+    #: queued tasks that put a record-only artifact or checkpoint onto the next operation span
+    #: opened in this run (``deferred``): the turn's checkpoint and input go onto its first chat span
+    pending_events: list = field(default_factory=list)
     cache_handle: str | None = None
     cache_offset: int | None = None
     started: bool = False

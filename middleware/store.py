@@ -114,6 +114,8 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
         else:
             self._open_sqlite()
         self._read_lock = threading.RLock()
+        self._peek_lock = threading.Lock()
+        self._peek_db: Any = None  # (sqlite3.Connection, opened on first use)
         self._start_writer()
 
     def _open_sqlite(self) -> None:
@@ -184,22 +186,42 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
         """Whether a session is recorded. ``flush=False`` sees only what is already
         written (enough for sessions of other processes; no wait on the writer)."""
         if not flush:
-            with self._read_lock:
-                return bool(self._db.execute(
-                    "SELECT 1 FROM sessions WHERE session_id=?", (session_id,)).fetchone())
+            return bool(self._peek("SELECT 1 FROM sessions WHERE session_id=?", (session_id,)))
         return bool(self._rows("SELECT 1 FROM sessions WHERE session_id=?", (session_id,)))
+
+    def _peek(self, sql: str, args: tuple) -> list[tuple]:
+        """A read of what is already written that does not wait for the writer: the recorder
+        asks it when a run starts on a thread this process has not seen (does another process
+        hold its records?). SQLite: on a reading connection of its own (WAL: a reader never
+        waits for the writer's transaction, which holds ``_read_lock`` while it lasts);
+        PostgreSQL: the pool's."""
+        if self.path is None:
+            return self._db.execute(sql, args).fetchall()
+        with self._peek_lock:
+            if self._closed:  # (fails as a read of a closed store always did)
+                with self._read_lock:
+                    return self._db.execute(sql, args).fetchall()
+            if self._peek_db is None:
+                self._peek_db = connect(self.path)
+            cur = self._peek_db.execute(sql, args)
+            try:
+                return cur.fetchall()  # (all rows: no read transaction stays open after)
+            finally:
+                cur.close()
 
     def require(self, session_id: str) -> None:
         if not self.has_session(session_id):
             raise SessionNotFound(session_id)
 
-    def sessions(self) -> list[SessionInfo]:
+    def sessions(self, session_id: str | None = None) -> list[SessionInfo]:
+        """Every session (``session_id``: that one only, its counts alone computed)."""
         rows = self._rows(
             "SELECT s.session_id, s.created_ns, s.updated_ns, s.incomplete, s.failures, s.tokenizer, s.meta,"
             " (SELECT COUNT(*) FROM artifacts a WHERE a.session_id=s.session_id),"
             " (SELECT COUNT(*) FROM checkpoints c WHERE c.session_id=s.session_id),"
             " (SELECT COALESCE(MAX(turn),0) FROM artifacts a WHERE a.session_id=s.session_id)"
-            " FROM sessions s ORDER BY s.created_ns"
+            " FROM sessions s" + ("" if session_id is None else " WHERE s.session_id=?") + " ORDER BY s.created_ns",
+            () if session_id is None else (session_id,),
         )
         return [
             SessionInfo(
@@ -214,9 +236,8 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
     def mark_run_died(self, session_id: str, owner: str) -> None:
         """Record that ``owner`` died holding a run of ``session_id`` (its records may stop short
         of the agent's state). Written at once, not through the writer."""
-        self.flush()
-        meta = json.dumps({RUN_DIED: {"owner": owner, "seen_ns": time.time_ns()}})
         now = time.time_ns()
+        meta = json.dumps({RUN_DIED: {"owner": owner, "seen_ns": now}})
         with self._read_lock:
             self._db.execute(
                 "INSERT INTO sessions(session_id, created_ns, updated_ns, meta) VALUES (?,?,?,?)"
@@ -228,7 +249,7 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
             self._db.execute("UPDATE sessions SET meta='{}' WHERE session_id=?", (session_id,))
 
     def session(self, session_id: str) -> SessionInfo:
-        for s in self.sessions():
+        for s in self.sessions(session_id):
             if s.session_id == session_id:
                 return s
         raise SessionNotFound(session_id)
@@ -585,6 +606,10 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
         if self._closed:
             return
         self._stop_writer()
+        with self._peek_lock:
+            if self._peek_db is not None:
+                self._peek_db.close()
+                self._peek_db = None
         with self._read_lock:
             self._db.close()
             self._vault.close()

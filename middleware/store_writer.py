@@ -17,6 +17,19 @@ kick asks for a write (the end of a run), when ``flush()`` does, when
 ``WAKE_AT`` items are queued, and at the latest ``IDLE_WRITE_S`` after its
 last write.
 
+The writer shares the interpreter lock with the agent. While the agent runs
+Python (a run in progress and no model or tool call waiting: the
+``agent_busy`` function given to :meth:`BatchWriter.add_producer`), work done
+on the writer thread delays the agent: each time the agent's thread lets the
+lock go (a SQLite call, a lock wait) the writer takes it, for up to the
+interpreter's switch interval (5 ms). So the writer stops between two tasks
+when the agent gets busy and leaves the rest, and the write, to the agent's
+next wait, to the end of its runs, or to a flush. An agent that never waits
+(a scripted model) hands a backlog over itself: at a model or tool call, when
+:meth:`BatchWriter.backlog_due` (``WAKE_AT`` items, or work left for
+``BUSY_DELAY_S``), it flushes, and the writer writes while it waits. Work left
+for ``HOLD_MAX_S`` is done regardless.
+
 Work that must follow the records (a run's lease is given back only once the run's
 records are written: a forget in another process never plans on a partial record) is
 queued with :meth:`BatchWriter.after_write`: it runs on the writer thread once
@@ -45,6 +58,12 @@ IDLE_WRITE_S = 0.05
 WAKE_AT = 256
 #: items written in one transaction at most
 MAX_BATCH = 512
+#: queued work this old (seconds) is handed over at the agent's next call (``backlog_due``)
+BUSY_DELAY_S = 0.25
+#: the longest the writer leaves its work to a busy agent before doing it anyway (seconds)
+HOLD_MAX_S = 2.0
+#: how long after a kick the writer looks whether the agent still waits (seconds)
+KICK_GRACE_S = 0.005
 
 
 class _AfterWrite:
@@ -90,7 +109,14 @@ class BatchWriter:
         #: write requests so far (a count, not a flag: a request made while the writer is
         #: between reading and clearing a flag would be lost)
         self._write_requests = 0
-        self._producers: list[Callable[[], None]] = []
+        self._producers: list[Callable[..., None]] = []
+        self._after_marks: list[Callable[[], None]] = []
+        #: whether the agent is running Python now (the writer then leaves work for later)
+        self._agent_busy: Callable[[], bool] = _never
+        #: flushes waiting on the writer (they write whatever the agent does)
+        self._urgent = 0
+        #: since when the writer has left its work to a busy agent (None: it has not)
+        self._held_since: float | None = None
         self.failures = 0
         #: session -> failures seen by this process (refuses forgetting even if the mark could not be written)
         self._incomplete: dict[str, int] = {}
@@ -116,13 +142,25 @@ class BatchWriter:
         is logged if it does."""
         if self._closed or not self._writer.is_alive():
             _run_callback(fn)
+            for after in self._after_marks:
+                _run_callback(after)
             return
         self._queue.append(_AfterWrite(fn))
-        self.kick(write=True)
+        self._write_requests += 1  # (written at the writer's next round: a kick, a flush, its timeout)
 
-    def add_producer(self, produce: Callable[[], None]) -> None:
-        """Run ``produce`` (work that submits batches) before each write and in every flush."""
+    def after_marks(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the writer thread after each round of :meth:`after_write` callbacks (and
+        flush marks): what they set aside can be done once for all of them."""
+        self._after_marks.append(fn)
+
+    def add_producer(self, produce: Callable[..., None], agent_busy: Callable[[], bool] | None = None) -> None:
+        """Run ``produce`` (work that submits batches) before each write and in every flush.
+        The writer thread calls ``produce(pause)``: it stops early when ``pause()`` says so (the
+        rest stays queued); a flush calls ``produce()``, which does everything. ``agent_busy``:
+        whether the agent runs Python now (see the module)."""
         self._producers.append(produce)
+        if agent_busy is not None:
+            self._agent_busy = agent_busy
 
     def kick(self, write: bool = False) -> None:
         """Have the producers' queued work done now (the caller is about to wait: a model or
@@ -131,10 +169,10 @@ class BatchWriter:
             self._write_requests += 1
         self._wake.set()
 
-    def _produce(self) -> None:
+    def _produce(self, pause: Callable[[], bool] | None = None) -> None:
         for produce in self._producers:
             try:
-                produce()
+                produce(pause) if pause is not None else produce()
             except Exception:  # observer: a producer's failure is its own to record
                 log.exception("a store producer failed")
 
@@ -144,21 +182,58 @@ class BatchWriter:
             return
         self._produce()  # (on this thread: what it submits is queued before the mark)
         done = threading.Event()
-        self._queue.append(done)
-        self.kick(write=True)
-        if not done.wait(timeout):
-            log.warning("store flush timed out with %d items queued", len(self._queue))
+        self._urgent += 1
+        try:
+            self._queue.append(done)
+            self.kick(write=True)
+            if not done.wait(timeout):
+                log.warning("store flush timed out with %d items queued", len(self._queue))
+        finally:
+            self._urgent -= 1
+
+    def _agent_busy_pause(self) -> bool:
+        """Stop producing for now (between two tasks): the agent runs Python and nobody flushes."""
+        return not self._urgent and self._agent_busy()
+
+    def _held_back(self) -> bool:
+        """Leave the work to the agent's next wait: it runs Python now, nobody flushes, the store
+        is open, and the work has not been left for ``HOLD_MAX_S`` already."""
+        if self._urgent or self._closed or not self._agent_busy():
+            return False
+        since = self._held_since
+        return since is None or time.monotonic() - since < HOLD_MAX_S
+
+    def backlog_due(self) -> bool:
+        """Whether an agent that keeps running Python should hand its queued work over now (the
+        recorder asks at each model or tool call: it then flushes, and the writer writes while the
+        agent waits, instead of both threads taking the interpreter lock in turns)."""
+        since = self._held_since
+        return since is not None and (len(self._queue) >= WAKE_AT or time.monotonic() - since >= BUSY_DELAY_S)
 
     def _run(self) -> None:
         q = self._queue
         last, seen = time.monotonic(), 0
+        busy = self._agent_busy_pause
         while True:
-            self._wake.wait(IDLE_WRITE_S)
+            kicked = self._wake.wait(IDLE_WRITE_S)
             self._wake.clear()  # (before draining: a hand-over from now on is seen next round)
-            self._produce()
+            if kicked and not self._urgent and not self._closed:
+                # A kick says the agent starts to wait on a call; a call that returns at once (a
+                # quick tool) leaves the agent busy again: look after a moment, lock released.
+                time.sleep(KICK_GRACE_S)
+            if self._held_back():
+                if self._held_since is None:
+                    self._held_since = time.monotonic()
+                continue
+            self._produce(busy)
             asked = self._write_requests
             if asked == seen and time.monotonic() - last < IDLE_WRITE_S:
                 continue
+            if self._held_back():  # (the agent got busy meanwhile: write at its next wait)
+                if self._held_since is None:
+                    self._held_since = time.monotonic()
+                continue
+            self._held_since = None
             seen, last = asked, time.monotonic()  # (a request from now on is seen next round)
             while q:
                 # Drain what is queued: one transaction for many spans.
@@ -176,10 +251,14 @@ class BatchWriter:
                         items.append(item)
                 if items:
                     self._write_all(items)
-                for done in marks:  # everything queued before each mark is written
-                    if isinstance(done, _AfterWrite):
-                        _run_callback(done.fn)
-                    else:
+                callbacks = [m for m in marks if isinstance(m, _AfterWrite)]
+                for done in callbacks:  # everything queued before each mark is written
+                    _run_callback(done.fn)
+                if callbacks:
+                    for fn in self._after_marks:
+                        _run_callback(fn)
+                for done in marks:  # (a flush returns after the callbacks queued before it ran)
+                    if not isinstance(done, _AfterWrite):
                         done.set()
                 if stop:
                     return
@@ -280,6 +359,10 @@ class BatchWriter:
         self._queue.append(None)
         self._wake.set()
         self._writer.join(timeout=10)
+
+
+def _never() -> bool:
+    return False
 
 
 def _run_callback(fn: Callable[[], None]) -> None:

@@ -24,7 +24,8 @@ def unrecorded_messages(agent: Any, session: str, recorded: Any) -> list[BaseMes
     """The messages of ``session``'s LangGraph state whose artifact ``recorded`` (a graph, or
     any container of artifact ids) does not hold, in state order."""
     snap = agent.get_state(thread_cfg(session))
-    msgs = list(((snap.values if snap is not None else None) or {}).get("messages", []))
+    values = (snap.values if snap is not None else None) or {}
+    msgs = values.get("messages", [])
     return [m for m in msgs if (aid := artifact_of(session, m)) and aid not in recorded]
 
 

@@ -54,7 +54,7 @@ def commit(ctx: ForgetContext, agent: Any, plan: ReplayPlan, outcome: ReplayOutc
                                                  "fork": fork_point(plan)}))
     faults.point("commit:begin")
     try:
-        finish_commit(ctx, agent, session, event.event_id)
+        finish_commit(ctx, agent, session, event.event_id, fresh=True)
     except InjectedCrash:
         raise
     except Exception as e:  # a store or checkpointer failed part-way: typed, and it rolls forward
@@ -74,15 +74,20 @@ def _commit_mark(agent: Any, cfg: dict[str, Any]) -> str | None:
     return (meta or {}).get("unsee_commit")
 
 
-def finish_commit(ctx: ForgetContext, agent: Any, session: str, event_id: str) -> bool:
-    """Roll a begun commit forward (idempotent). Returns False if there is none."""
+def finish_commit(ctx: ForgetContext, agent: Any, session: str, event_id: str, *, fresh: bool = False) -> bool:
+    """Roll a begun commit forward (idempotent). Returns False if there is none.
+
+    ``fresh``: the commit was begun just now by this forget (``commit``), so the thread cannot
+    hold its mark yet and the mark is not read (a read loads the thread's whole latest
+    checkpoint: O(session) on a full-state graph). A roll-forward (``recover``, a rerun of the
+    event) reads it: the state may have been written before the crash."""
     pending = {e: (s, since, payload) for e, s, since, payload in ctx.records.pending_commits(session)}
     if event_id not in pending:
         return False
     scratch, since_ns, payload = pending[event_id]
     data = json.loads(payload or "{}")
     cfg = thread_cfg(session)
-    if _commit_mark(agent, cfg) != event_id:
+    if fresh or _commit_mark(agent, cfg) != event_id:
         final = agent.get_state(thread_cfg(scratch)).values
         update = {k: v for k, v in final.items() if k != "messages"}
         update["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *final.get("messages", [])]

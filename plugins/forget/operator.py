@@ -30,6 +30,7 @@ from .replay import abandon, clear_scratch, is_scratch_thread, run_replay, scrat
 from .report import ForgetPlan, ForgetReport, SideEffect, TransitionOutcome
 from .sanitize import sanitize, sanitize_value
 from .strategy import Strategy
+from .thread import has_checkpoint
 
 log = logging.getLogger("unsee.forget")
 
@@ -88,9 +89,12 @@ def _fork_available(agent: Any, session: str):
         return None
 
     def available(cp) -> bool:
-        conf = {"thread_id": cp.langgraph_thread_id or session, "checkpoint_ns": "",
-                "checkpoint_id": cp.langgraph_checkpoint_id}
+        thread = cp.langgraph_thread_id or session
         try:
+            found = has_checkpoint(saver, thread, cp.langgraph_checkpoint_id)  # (without loading it)
+            if found is not None:
+                return found
+            conf = {"thread_id": thread, "checkpoint_ns": "", "checkpoint_id": cp.langgraph_checkpoint_id}
             return saver.get_tuple({"configurable": conf}) is not None
         except Exception:  # (a saver that cannot read it: the fork reports that, as before)
             return True
@@ -148,7 +152,7 @@ class Forgetter:
         """The agent state's messages the records lack, for a session a run of which died
         before its records were written (``behind.py``); [] otherwise. ``RecordsBehind`` unless
         ``strategy`` is B5."""
-        if not getattr(info, "run_died", False):
+        if not info.run_died:
             return []
         missing = unrecorded_messages(self._agent(session, agent), session, g)
         if not missing:

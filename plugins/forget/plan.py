@@ -55,7 +55,9 @@ class RecordedTurn:
     turn: int
     seq: int
     #: (artifact id, content hash) of each recorded parent, in order: the prompt as the recorder
-    #: saw it, prompt blocks included (None when a parent is not in the graph)
+    #: saw it, prompt blocks included (None when a parent is not in the graph, and for a turn in
+    #: I(z), which is never answered from the record: its prompt, the whole history before it,
+    #: is not built)
     prompt: tuple[tuple[str, str], ...] | None = None
 
 
@@ -107,8 +109,10 @@ def recorded_turn(g: ProvenanceGraph, mt: Artifact, closure: frozenset[str]) -> 
                 executed=bool(ret.attrs.get("executed", True)) if ret else True,
             )))
     calls.sort(key=lambda x: x[0])
-    parents = [g.get(p) if p in g else None for p in mt.parents]
-    prompt = None if None in parents else tuple((a.id, a.content_hash) for a in parents)
+    prompt = None
+    if mt.id not in closure:  # (a turn in I(z) is never answered from the record: no prompt to compare)
+        parents = [g.get(p) if p in g else None for p in mt.parents]
+        prompt = None if None in parents else tuple((a.id, a.content_hash) for a in parents)
     return RecordedTurn(mt.id, mt.attrs.get("message_id"), text, tuple(c for _, c in calls),
                         mt.id in closure, mt.turn, mt.seq, prompt)
 
@@ -139,9 +143,7 @@ def make_plan(g: ProvenanceGraph, hit: Hit, closure: frozenset[str], strategy: S
     inputs: dict[int, list[RecordedInput]] = {t: [] for t in turns}
     model_turns = []
     transitions = 0
-    for a in g:
-        if a.seq < fork_seq:
-            continue
+    for a in g.since_seq(fork_seq):  # (the suffix only: a binary search, not a walk of the session)
         if a.is_observation:
             transitions += 1
         if a.type is ArtifactType.USER_INPUT and a.turn in inputs:

@@ -85,5 +85,8 @@ def spread_from(sessions: SessionReader, origin: str, target: str, closure: Iter
     threads are not sessions)."""
     from .replay import is_scratch_thread
 
+    closure = frozenset(closure)
+    if not _written_keys(origin_graph, closure):
+        return []  # I(z) wrote no memory key: no other session can have read it (and none is listed)
     names = [s.session_id for s in sessions.sessions() if not is_scratch_thread(s.session_id)]
     return find_spread(origin, origin_graph, closure, target, names, sessions.graph)

@@ -32,6 +32,28 @@ def messages(agent: Any, thread: str) -> list:
     return list(agent.get_state(thread_cfg(thread)).values.get("messages", []))
 
 
+def has_checkpoint(saver: Any, thread: str, checkpoint_id: str, checkpoint_ns: str = "") -> bool | None:
+    """Whether ``saver`` holds the checkpoint, found without loading it (``get_tuple`` would
+    deserialise its whole state: the session's every message on a full-state graph). Answered for
+    a plain ``InMemorySaver`` (its dicts) and a plain ``SqliteSaver`` (one indexed row); None for
+    any other saver, or one that overrides how it reads (the caller loads the checkpoint)."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    if isinstance(saver, InMemorySaver) and type(saver).get_tuple is InMemorySaver.get_tuple:
+        threads = saver.storage
+        return thread in threads and checkpoint_id in threads[thread].get(checkpoint_ns, {})
+    try:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+    except ImportError:  # (the SQLite saver is an optional package)
+        return None
+    if isinstance(saver, SqliteSaver) and type(saver).get_tuple is SqliteSaver.get_tuple:
+        with saver.cursor(transaction=False) as cur:
+            cur.execute("SELECT 1 FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+                        (str(thread), checkpoint_ns, checkpoint_id))
+            return cur.fetchone() is not None
+    return None
+
+
 def delete_thread(agent: Any, thread: str) -> None:
     """Remove the thread's LangGraph checkpoints (when the checkpointer can)."""
     saver = getattr(agent, "checkpointer", None)

@@ -12,6 +12,7 @@ atomically (a reader sees the whole file or none).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tempfile
@@ -41,7 +42,7 @@ class ForgetRecord(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    version: int = 1
+    version: int = 2  # (2: sketches may carry parents_base)
     event_id: str
     session_id: str
     strategy: str
@@ -63,7 +64,9 @@ class ForgetRecord(BaseModel):
     deferred: list[SideEffectRef] = Field(default_factory=list)
     orphaned: list[SideEffectRef] = Field(default_factory=list)
     counts: dict[str, float] = Field(default_factory=dict)
-    #: the session's graph just before the forget: artifact sketches and checkpoints
+    #: the session's graph just before the forget: artifact sketches and checkpoints (as stored, a
+    #: model turn's parents may be what they add to an earlier sketch's: ``expand_sketches``;
+    #: the loaders expand them)
     before_artifacts: list[dict[str, Any]] = Field(default_factory=list)
     before_checkpoints: list[dict[str, Any]] = Field(default_factory=list)
 
@@ -73,8 +76,54 @@ _COUNTS = ("transitions_replayed", "model_turns_decoded", "model_turns_remateria
 
 
 def _sketch(a: Any) -> dict[str, Any]:
-    d = a.model_dump(mode="json", include=set(SKETCH_FIELDS))
-    return {k: d[k] for k in SKETCH_FIELDS}
+    return {"id": a.id, "type": a.type.value, "parents": list(a.parents), "source_ids": list(a.source_ids),
+            "token_span": list(a.token_span), "turn": a.turn, "step": a.step, "committed": a.committed}
+
+
+def _sketches(graph: Iterable[Any]) -> list[dict[str, Any]]:
+    """The graph's artifact sketches, a model turn's parents stored as what they add to an
+    earlier sketch's (``parents_base``: its id) when those are a prefix of them. A model turn's
+    parents are its whole prompt manifest, so a long session's full lists are O(turns²) ids
+    (12 MB of JSON at 400 turns); the added ones are O(turns). :func:`expand_sketches` undoes it."""
+    out: list[dict[str, Any]] = []
+    prev: tuple[str, tuple[str, ...]] | None = None  # (id, parents) of the last sketch with parents
+    for a in graph:
+        parents = a.parents
+        n = len(prev[1]) if prev is not None else 0
+        based = 0 < n < len(parents) and parents[n - 1] == prev[1][-1] and parents[:n] == prev[1]
+        d = {"id": a.id, "type": a.type.value, "parents": list(parents[n:] if based else parents),
+             "source_ids": list(a.source_ids), "token_span": list(a.token_span), "turn": a.turn, "step": a.step,
+             "committed": a.committed}
+        if based:
+            d["parents_base"] = prev[0]
+        if len(parents) > 1:
+            prev = (a.id, parents)
+        out.append(d)
+    return out
+
+
+def expand_sketches(sketches: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Sketches with their full parent lists (``parents_base`` resolved; a record written before
+    it existed has none, and comes back unchanged)."""
+    if not any("parents_base" in d for d in sketches):
+        return sketches
+    full: dict[str, list[str]] = {}
+    out = []
+    for d in sketches:
+        base = d.get("parents_base")
+        if base is not None:
+            d = {k: v for k, v in d.items() if k != "parents_base"}
+            d["parents"] = full.get(base, []) + list(d.get("parents", []))
+        full[d["id"]] = d.get("parents", [])
+        out.append(d)
+    return out
+
+
+def _expanded(data: Any) -> Any:
+    """A stored record's JSON object with its sketches expanded (before validation)."""
+    if isinstance(data, dict) and isinstance(data.get("before_artifacts"), list):
+        data = {**data, "before_artifacts": expand_sketches(data["before_artifacts"])}
+    return data
 
 
 def checkpoint_sketch(c: Any) -> dict[str, Any]:
@@ -103,7 +152,7 @@ def forget_record(report: Any, graph: Any, *, entry: Any = None, closure: Iterab
         executed=list(outcome.executed) if outcome else [],
         deferred=refs(report.deferred_side_effects), orphaned=refs(report.orphaned_side_effects),
         counts={k: getattr(report, k) for k in _COUNTS},
-        before_artifacts=[_sketch(a) for a in graph],
+        before_artifacts=_sketches(graph),
         before_checkpoints=[checkpoint_sketch(c) for c in graph.checkpoints],
     )
 
@@ -149,11 +198,15 @@ def load_forget_record(home: str | os.PathLike, event_id: str) -> ForgetRecord:
     """The record of ``event_id``; :class:`UnknownEvent` when this home has none."""
     path = _path(home, event_id)
     try:
-        return ForgetRecord.model_validate_json(path.read_text(encoding="utf-8"))
+        return _read(path)
     except FileNotFoundError:
         raise UnknownEvent(f"no forget with event id {event_id!r} in {_folder(home)}") from None
     except (OSError, ValidationError, ValueError) as exc:
         raise ViewError(f"the forget record {path} cannot be read: {type(exc).__name__}") from None
+
+
+def _read(path: Path) -> ForgetRecord:
+    return ForgetRecord.model_validate(_expanded(json.loads(path.read_text(encoding="utf-8"))))
 
 
 def forget_records(home: str | os.PathLike, session_id: str) -> list[ForgetRecord]:
@@ -162,7 +215,7 @@ def forget_records(home: str | os.PathLike, session_id: str) -> list[ForgetRecor
     folder = _folder(home)
     for path in folder.glob("*.json") if folder.is_dir() else ():
         try:
-            rec = ForgetRecord.model_validate_json(path.read_text(encoding="utf-8"))
+            rec = _read(path)
         except (OSError, ValidationError, ValueError):
             continue
         if rec.session_id == session_id:

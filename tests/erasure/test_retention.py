@@ -133,10 +133,12 @@ def test_semantic_keeps_every_fork_point_and_the_state(recorded):
     logged = read_records(home, "t1")
     assert logged and logged[-1].kept_ids == rec.kept_ids
     assert SECRET not in (home / "erasures" / "retention.jsonl").read_text()
-    # the session goes on; a second application drops only what the new turn added
+    # the session goes on; a second application drops only what the new turn added (a reply
+    # without a tool call adds its input, unsee's turn checkpoint and the head: nothing to drop)
     agent.invoke({"messages": [HumanMessage("and now?")]}, CFG)
     again = u.retention("t1", "semantic")
-    assert again.dropped > 0 and set(rec.kept_ids) <= set(again.kept_ids)
+    assert set(rec.kept_ids) <= set(again.kept_ids) and again.kept + again.dropped == again.before
+    assert again.before > len(rec.kept_ids) and again.dropped == 0
 
 
 def test_bytes_of_dropped_checkpoints_are_gone(tmp_path):

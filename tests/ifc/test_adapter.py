@@ -12,6 +12,7 @@ def test_block_laundered_identifier_from_untrusted_observation(tmp_path):
     assert sent == []  # the real tool never ran
     blocked = [m for m in out["messages"] if isinstance(m, ToolMessage) and m.name == "send_money"]
     assert blocked and blocked[0].status == "error" and "blocked by unsee IFC" in blocked[0].content
+    u.flush()  # (a run returns before its last spans end)
     events = [e for s in exporter.get_finished_spans() for e in s.events if e.name == "unsee.ifc.decision"]
     assert events and events[0].attributes["unsee.ifc.action"] == "block"
     ret = u.graph("s").of_type(__import__("unsee").ArtifactType.TOOL_RETURN)[0]
@@ -29,6 +30,7 @@ def test_audit_runs_and_records(tmp_path):
     u, agent, sent, exporter = setup(tmp_path, mode="audit")
     say(agent, "check my inbox")
     assert len(sent) == 1
+    u.flush()  # (a run returns before its last spans end)
     events = [e for s in exporter.get_finished_spans() for e in s.events if e.name == "unsee.ifc.decision"]
     assert events[0].attributes["unsee.ifc.action"] == "audit"
 

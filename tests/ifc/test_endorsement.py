@@ -131,6 +131,7 @@ def agent_with(tmp_path, bill: str, *, endorse: str | None):
                          system_prompt="bank", middleware=[u.middleware()], checkpointer=InMemorySaver())
     agent.invoke({"messages": [HumanMessage("Please pay the bill 'bill-december.txt'.")]},
                  {"configurable": {"thread_id": "s"}})
+    u.flush()  # (a run returns before its last spans end: the writer ends them)
     return u, sent, exporter
 
 

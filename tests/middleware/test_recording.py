@@ -299,6 +299,7 @@ def test_spans_follow_genai_conventions(tmp_path):
     u = Unsee(home=tmp_path, tracer_provider=tp)  # bring-your-own provider
     agent = make_agent(u, InMemorySaver())
     say(agent, "g", "look at T1")
+    u.flush()  # (a run returns before its last spans end: the writer ends them)
     spans = exporter.get_finished_spans()
     by_name = {s.name: s for s in spans}
     chat = [s for s in spans if s.attributes.get(sc.GEN_AI_OPERATION) == "chat"]
@@ -330,6 +331,7 @@ def test_content_in_spans_opt_in(tmp_path):
     tp.add_span_processor(SimpleSpanProcessor(exporter))
     u = Unsee(home=tmp_path, tracer_provider=tp, content_in_spans=True)
     say(make_agent(u, InMemorySaver()), "g", "look at T1")
+    u.flush()
     assert any(SECRET in str(s.attributes.get(sc.CONTENT, "")) for s in exporter.get_finished_spans())
     u.close()
 
