@@ -332,10 +332,10 @@ class DeferredRecording:
         add = getattr(span, "add_link", None)
         if add is None:
             return
-        known = st.known
+        context_of = st.context_of
         try:
             for aid in ids:
-                ctx = known.get(aid)
+                ctx = context_of(aid)
                 if ctx is not None:
                     add(ctx, {"unsee.link.artifact": aid})
         except Exception as exc:

@@ -406,7 +406,7 @@ class Recorder(DeferredRecording):
     def links_for(self, st: SessionState, parents: Iterable[str]) -> list[Link]:
         links = []
         for p in parents:
-            ctx = st.known.get(p)
+            ctx = st.context_of(p)
             if ctx is not None:
                 links.append(Link(ctx, {"unsee.link.artifact": p}))
         return links
@@ -441,7 +441,7 @@ class Recorder(DeferredRecording):
         if add is None:
             return
         for aid in artifact_ids:
-            ctx = st.known.get(aid)
+            ctx = st.context_of(aid)
             if ctx is not None:
                 add(ctx, {"unsee.link.artifact": aid})
 

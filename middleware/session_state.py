@@ -35,7 +35,8 @@ class SessionState:
     step: int = 0
     turn: int = 0
     offset: int = 0
-    #: artifact id -> span context of the span that recorded it (for links)
+    #: artifact id -> span context of the span that recorded it (for links; read it with
+    #: ``context_of``: a rebuilt record holds its (trace id, span id) until a link needs it)
     known: dict[str, SpanContext | None] = field(default_factory=dict)
     #: artifact id -> type, for the known ids
     types: dict[str, ArtifactType] = field(default_factory=dict)
@@ -111,7 +112,15 @@ class SessionState:
         self.last_manifest, self.last_manifest_distinct = manifest, distinct
         return distinct
 
-    def remember(self, a: Artifact, ctx: SpanContext | None) -> None:
+    def context_of(self, aid: str) -> SpanContext | None:
+        """The span context of the span that recorded ``aid`` (None: unknown, or no span yet)."""
+        ctx = self.known.get(aid)
+        if type(ctx) is tuple:  # (trace id, span id) of a rebuilt record, in hex
+            ctx = self.known[aid] = SpanContext(int(ctx[0], 16), int(ctx[1], 16), is_remote=True,
+                                                trace_flags=TraceFlags(TraceFlags.SAMPLED))
+        return ctx
+
+    def remember(self, a: Artifact, ctx: SpanContext | tuple[str, str] | None) -> None:
         self.known[a.id] = ctx
         self.types[a.id] = a.type
         self.hashes[a.id] = a.content_hash
@@ -126,13 +135,9 @@ class SessionState:
         st = cls(session_id=session_id, counter=counter)
         replaced: set[str] = set()
         for a in artifacts:
-            ctx = None
-            if a.trace_id and a.span_id:
-                ctx = SpanContext(
-                    int(a.trace_id, 16), int(a.span_id, 16), is_remote=True,
-                    trace_flags=TraceFlags(TraceFlags.SAMPLED),
-                )
-            st.remember(a, ctx)
+            # the span context of a recorded artifact is made when a link first needs it
+            # (``context_of``): a long session rebuilds thousands, and most are never linked again
+            st.remember(a, (a.trace_id, a.span_id) if a.trace_id and a.span_id else None)
             st.seq = max(st.seq, a.seq)
             st.step = max(st.step, a.step)
             st.turn = max(st.turn, a.turn)
