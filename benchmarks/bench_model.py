@@ -10,14 +10,21 @@ Prints:
 - on the CPU backend, all of that for two decode paths in one run, interleaved:
   "before" (the previous path, ``UNSEE_CPU_DECODE=legacy``) and "after" (the
   fast path, the default), with their ratios, plus the wall time of the demo's
-  forget (``unsee demo --model local``: recorded, then B7) on each path.
+  forget (``unsee demo --model local``: recorded, then B7) on each path, its
+  ratio to the 8 s target, and whether every logits row of the demo was the same;
+- the machine's limits measured in the same run (:func:`machine_limits`: the
+  fp32 peak of a large matmul on every core, the memory read bandwidth of a
+  1 GiB sum) and the fraction of them that prefill (FLOP/s) and decode (weight
+  bytes read per forward pass x passes / s) reach;
+- the CPU other processes used meanwhile (the machine may be shared: a figure
+  taken next to a busy process is not the machine's).
 
     python -m benchmarks.bench_model [--backend cpu|exllamav2] [--model-cache DIR] [--json]
-        [--skip-session] [--skip-demo] [--no-compare] [--reps N]
+        [--skip-session] [--skip-demo] [--no-compare] [--reps N] [--demo-reps N]
 
 The converted model folder is the per-user model cache (``--model-cache``,
 else ``$UNSEE_MODEL_CACHE``, else ``~/.unsee/models``), converted on first use.
-The whole comparison takes ~6 min on the 2-core VM (the demo runs twice).
+The whole comparison takes ~5 min on the 2-core VM with ``--demo-reps 1``.
 """
 
 from __future__ import annotations
@@ -44,6 +51,93 @@ TURNS = [
     "What was the account number again?",
     "Thanks, that is all for today.",
 ]
+
+
+#: the demo forget's target wall time on the 2-core VM (issue 32), seconds
+DEMO_TARGET_S = 8.0
+
+
+class OtherLoad:
+    """CPU (in cores) other processes used while the block ran: ``/proc/stat``
+    busy time less this process's CPU time, over the wall time (None off Linux)."""
+
+    def __enter__(self) -> "OtherLoad":
+        from unsee.plugins.model.cpu_backend import _system_busy_seconds
+
+        self._busy = _system_busy_seconds
+        self.b, self.c, self.w = self._busy(), time.process_time(), time.perf_counter()
+        self.cores: float | None = None
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        b = self._busy()
+        if b is not None and self.b is not None:
+            wall = max(time.perf_counter() - self.w, 1e-9)
+            self.cores = max(0.0, (b - self.b) - (time.process_time() - self.c)) / wall
+
+
+def machine_limits(reps: int = 7) -> dict[str, float]:
+    """The machine's fp32 limits, measured here (best of ``reps``, every core):
+
+    - ``peak_flops``: a 2048 x 2048 x 2048 fp32 matmul (MKL) on every CPU, and
+      ``peak_flops_1``: on one;
+    - ``bandwidth``: bytes/s of a sum over a 1 GiB fp32 array (every CPU), the
+      rate decoding can read weights at.
+    """
+    import torch
+
+    from unsee.plugins.model.cpu_backend import _cpus
+
+    saved = torch.get_num_threads()
+    out: dict[str, float] = {"cpus": float(_cpus())}
+    try:
+        with OtherLoad() as load:
+            a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+            c = torch.empty(2048, 2048)
+            for key, threads in (("peak_flops_1", 1), ("peak_flops", _cpus())):
+                torch.set_num_threads(threads)
+                torch.mm(a, b, out=c)
+                best = min(_timed(lambda: torch.mm(a, b, out=c))[1] for _ in range(reps))
+                out[key] = 2 * 2048 ** 3 / best
+            del a, b, c
+            x = torch.ones(1 << 28)  # 1 GiB of fp32
+            x.sum()
+            best = min(_timed(lambda: x.sum())[1] for _ in range(reps))
+            out["bandwidth"] = x.numel() * 4 / best
+            del x
+        out["others_cores"] = load.cores if load.cores is not None else float("nan")
+    finally:
+        torch.set_num_threads(saved)
+    return out
+
+
+def model_costs(runtime: Any) -> dict[str, float]:
+    """Work of one forward pass of the model behind ``runtime`` (fp32):
+    ``linear_params`` (decoder layers' weights, read by every pass and multiplied
+    by every token), ``head_params`` (the LM head, for the rows whose logits are
+    kept), ``layers``, ``width`` (query heads x head size)."""
+    cfg = runtime.model.config
+    d, inter, layers = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers
+    head_dim = getattr(cfg, "head_dim", None) or d // cfg.num_attention_heads
+    q = cfg.num_attention_heads * head_dim
+    kv = cfg.num_key_value_heads * head_dim
+    per_layer = d * q + 2 * d * kv + q * d + 3 * d * inter
+    return {"linear_params": float(per_layer * layers), "head_params": float(cfg.vocab_size * d),
+            "layers": float(layers), "width": float(q)}
+
+
+def prefill_flops(costs: dict[str, float], tokens: int, past: int = 0, kept_rows: int = 1) -> float:
+    """FLOPs of prefilling ``tokens`` after ``past`` cached ones: 2 per weight per
+    token, the attention over the keys each query sees (QK^T and AV, causal), the
+    LM head for ``kept_rows``."""
+    seen = tokens * past + tokens * (tokens + 1) / 2  # keys visible to the queries, summed
+    return (2 * costs["linear_params"] * tokens + 4 * costs["width"] * seen * costs["layers"]
+            + 2 * costs["head_params"] * kept_rows)
+
+
+def pass_bytes(costs: dict[str, float]) -> float:
+    """fp32 weight bytes one decode pass reads (every layer's weights and the LM head)."""
+    return 4 * (costs["linear_params"] + costs["head_params"])
 
 
 def bench_session(runtime: Any, max_tokens: int = 24) -> dict[str, Any]:
@@ -138,7 +232,11 @@ def compare_throughput(runtimes: dict[str, Any], prefill_tokens: int = 512, deco
     - ``decode_tok_s``: ``decode_tokens`` greedy tokens after that text (the
       model repeats it: speculative drafts match almost always);
     - ``decode_plain_tok_s``: the same with one token per forward pass (drafts off);
-    - ``decode_chat_tok_s``: ``chat_tokens`` tokens of a chat reply (new text).
+    - ``decode_chat_tok_s``: ``chat_tokens`` tokens of a chat reply (new text);
+    - ``prefill_flop_s`` (FLOP/s of that prefill, :func:`prefill_flops`) and
+      ``decode_plain_bytes_s`` / ``decode_chat_bytes_s`` (weight bytes read per
+      forward pass x passes / s, :func:`pass_bytes`);
+    - ``others_cores``: CPU other processes used during the runtime's runs.
     """
     first = next(iter(runtimes.values()))
     ids = first.tokenize("The quick brown fox jumps over the lazy dog. " * 64)[:prefill_tokens]
@@ -148,30 +246,51 @@ def compare_throughput(runtimes: dict[str, Any], prefill_tokens: int = 512, deco
     def add(name: str, key: str, value: float) -> None:
         acc[name].setdefault(key, []).append(value)
 
+    costs = model_costs(first)
+    flops = prefill_flops(costs, len(ids))
+    nbytes = pass_bytes(costs)
+
+    def passes(rt: Any) -> int:
+        gov = getattr(getattr(rt, "_shared", None), "governor", None)
+        return sum(gov.passes.values()) if gov is not None else 0
+
     for i in range(reps + 1):
         for name, runtime in runtimes.items():
-            rt = runtime.spawn()
-            _, p, pc = _timed(lambda: rt.prefill(ids))
-            out, d, dc = _timed(lambda: rt.decode(decode_tokens, stop_token_ids=()))
-            rt.crop(len(ids))
-            saved = getattr(rt, "draft_max", 0)
-            rt.draft_max = 0
-            plain, dp, _ = _timed(lambda: rt.decode(decode_tokens, stop_token_ids=()))
-            rt.draft_max = saved
-            rt.reset()
-            rt = runtime.spawn()
-            rt.prefill(chat)
-            reply, dchat, _ = _timed(lambda: rt.decode(chat_tokens, stop_token_ids=()))
-            rt.reset()
+            with OtherLoad() as load:
+                rt = runtime.spawn()
+                _, p, pc = _timed(lambda: rt.prefill(ids))
+                out, d, dc = _timed(lambda: rt.decode(decode_tokens, stop_token_ids=()))
+                rt.crop(len(ids))
+                saved = getattr(rt, "draft_max", 0)
+                rt.draft_max = 0
+                n0 = passes(rt)
+                plain, dp, _ = _timed(lambda: rt.decode(decode_tokens, stop_token_ids=()))
+                plain_passes = passes(rt) - n0
+                rt.draft_max = saved
+                rt.reset()
+                rt = runtime.spawn()
+                rt.prefill(chat)
+                n0 = passes(rt)
+                reply, dchat, _ = _timed(lambda: rt.decode(chat_tokens, stop_token_ids=()))
+                chat_passes = passes(rt) - n0
+                rt.reset()
             if i:  # run 0 is the warm-up
+                add(name, "others_cores", load.cores if load.cores is not None else float("nan"))
                 add(name, "prefill_tok_s", len(ids) / p)
                 add(name, "prefill_cpu_tok_s", len(ids) / pc)
+                add(name, "prefill_flop_s", flops / p)
                 add(name, "decode_tok_s", len(out.tokens) / d)
                 add(name, "decode_cpu_tok_s", len(out.tokens) / dc)
                 add(name, "decode_plain_tok_s", len(plain.tokens) / dp)
                 add(name, "decode_chat_tok_s", len(reply.tokens) / dchat)
+                if plain_passes:
+                    add(name, "decode_plain_bytes_s", plain_passes * nbytes / dp)
+                if chat_passes:
+                    add(name, "decode_chat_bytes_s", chat_passes * nbytes / dchat)
                 add(name, "same_tokens", float(out.tokens == plain.tokens))
     res = {name: {k: statistics.median(v) for k, v in figures.items()} for name, figures in acc.items()}
+    for name, figures in acc.items():  # the spread: (min, max) of each figure
+        res[name]["range"] = {k: (min(v), max(v)) for k, v in figures.items()}
     for r in res.values():
         r.update(prefill_tokens=len(ids), decode_tokens=decode_tokens, chat_tokens=chat_tokens)
     return res
@@ -180,15 +299,50 @@ def compare_throughput(runtimes: dict[str, Any], prefill_tokens: int = 512, deco
 def bench_demo_forget(mode: str, model_cache: str | None = None) -> dict[str, Any]:
     """``unsee demo --model local`` (record the support session, then forget the card
     number with B7) on the decode path ``mode`` ("fast" or "legacy"); the forget
-    report's wall time and token counts, the recording's wall time."""
+    report's wall time and token counts, the recording's wall time, the CPU other
+    processes used during the forget, the forward passes of the forget by torch
+    thread count, and digests of every token chosen and every logits row it was
+    chosen from (the whole demo: record, forget, the turn after)."""
+    import hashlib
+
+    import torch
     from rich.console import Console
 
+    import unsee.core as core
+    import unsee.plugins.model.sampling as sampling
     from unsee.demo import run_demo
+    from unsee.plugins.model.cpu_backend import ThreadGovernor
+
+    tokens, logits = hashlib.sha256(), hashlib.sha256()
+    forget: dict[str, Any] = {"threads": {}}
+    pick, apply, run_forget = sampling.pick_token, ThreadGovernor.apply, core.Unsee.forget
+
+    def picked(row: Any, params: Any, generator: Any) -> int:
+        token = pick(row, params, generator)
+        logits.update(row.detach().float().contiguous().numpy().tobytes())
+        tokens.update(token.to_bytes(4, "little"))
+        return token
+
+    def applied(self: Any) -> None:
+        apply(self)
+        if forget.get("on"):
+            n = torch.get_num_threads()
+            forget["threads"][n] = forget["threads"].get(n, 0) + 1
+
+    def forgetting(self: Any, *a: Any, **k: Any) -> Any:
+        forget["on"] = True
+        try:
+            with OtherLoad() as load:
+                return run_forget(self, *a, **k)
+        finally:
+            forget["on"] = False
+            forget["others_cores"] = load.cores
 
     saved = {k: os.environ.get(k) for k in ("UNSEE_CPU_DECODE", "UNSEE_MODEL_CACHE")}
     os.environ["UNSEE_CPU_DECODE"] = mode
     if model_cache:
         os.environ["UNSEE_MODEL_CACHE"] = model_cache
+    sampling.pick_token, ThreadGovernor.apply, core.Unsee.forget = picked, applied, forgetting
     try:
         with tempfile.TemporaryDirectory(prefix="unsee-bench-demo-") as tmp:
             t0 = time.perf_counter()
@@ -196,6 +350,7 @@ def bench_demo_forget(mode: str, model_cache: str | None = None) -> dict[str, An
                            console=Console(file=io.StringIO(), width=200), model="local")
             total = time.perf_counter() - t0
     finally:
+        sampling.pick_token, ThreadGovernor.apply, core.Unsee.forget = pick, apply, run_forget
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
@@ -205,7 +360,9 @@ def bench_demo_forget(mode: str, model_cache: str | None = None) -> dict[str, An
     return {"forget_wall_s": rep["wall_time_s"], "demo_wall_s": total,
             "prefilled": rep["tokens_prefilled"], "decoded": rep["tokens_decoded"],
             "reused": rep["tokens_reused"], "turns_decoded": rep["model_turns_decoded"],
-            "leaked": res["leaked"]}
+            "leaked": res["leaked"], "others_cores": forget.get("others_cores"),
+            "passes_by_threads": dict(sorted(forget["threads"].items())),
+            "tokens_sha256": tokens.hexdigest(), "logits_sha256": logits.hexdigest()}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -217,6 +374,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--skip-demo", action="store_true", help="no demo forget (cpu comparison)")
     parser.add_argument("--no-compare", action="store_true", help="cpu: only the default path")
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--demo-reps", type=int, default=1, help="demo forgets per path (interleaved)")
     args = parser.parse_args(argv if argv is not None else [])
     if args.backend == "cpu" and not args.no_compare:
         return compare_cpu(args)
@@ -255,37 +413,68 @@ def _print_session(results: dict[str, Any]) -> None:
         )
 
 
+def _median_range(values: list[float]) -> tuple[float, float, float]:
+    return statistics.median(values), min(values), max(values)
+
+
 def compare_cpu(args: argparse.Namespace) -> dict[str, Any]:
     """The CPU backend's previous decode path ("before") against the fast one
-    ("after"), interleaved in one run; ratios after vs before."""
+    ("after"), interleaved in one run; ratios after vs before; the machine's
+    limits and the fraction of them each path reaches."""
     import gc
 
     from unsee.plugins.model.convert import ensure_converted
     from unsee.plugins.model.cpu_backend import TorchRuntime
 
     folder = ensure_converted(args.model_cache)
+    results: dict[str, Any] = {"backend": "cpu", "limits": machine_limits()}
     runtimes, load = {}, {}
     for name, fast in (("before", False), ("after", True)):
         t0 = time.perf_counter()
         runtimes[name] = TorchRuntime(folder, fast=fast)
         load[name] = time.perf_counter() - t0
-    results: dict[str, Any] = {"backend": "cpu", "load_s": load}
+    results["load_s"] = load
+    results["huge_pages"] = getattr(runtimes["after"]._shared, "huge_pages", (0.0, 0))
+    results["costs"] = model_costs(runtimes["after"])
     results["throughput"] = compare_throughput(runtimes, reps=args.reps)
     results["crop_s"] = {name: bench_crop(rt) for name, rt in runtimes.items()}
     if not args.skip_session:
         results["session"] = bench_session(runtimes["after"])
     del runtimes
     gc.collect()
-    if not args.skip_demo:  # each run loads its own model, as `unsee demo` does
-        results["demo"] = {"after": bench_demo_forget("fast", args.model_cache),
-                           "before": bench_demo_forget("legacy", args.model_cache)}
+    if not args.skip_demo:  # each run loads its own model, as `unsee demo` does; paths interleaved
+        runs: dict[str, list[dict[str, Any]]] = {"after": [], "before": []}
+        for _ in range(max(1, args.demo_reps)):
+            runs["after"].append(bench_demo_forget("fast", args.model_cache))
+            runs["before"].append(bench_demo_forget("legacy", args.model_cache))
+            gc.collect()
+        results["demo_runs"] = runs
+        results["demo"] = {name: {**rs[0], "forget_wall_s": statistics.median(r["forget_wall_s"] for r in rs),
+                                  "demo_wall_s": statistics.median(r["demo_wall_s"] for r in rs)}
+                           for name, rs in runs.items()}
+    # the limits again at the end: a figure taken next to a busy process is not the machine's,
+    # so each limit is the better of the two measurements
+    first, last = results["limits"], machine_limits()
+    results["limits_runs"] = [first, last]
+    results["limits"] = {**{k: max(first[k], last[k]) for k in ("peak_flops", "peak_flops_1", "bandwidth")},
+                         "cpus": first["cpus"], "others_cores": min(first["others_cores"], last["others_cores"])}
     if args.json:
         print(json.dumps(results, indent=2, default=str))
         return results
 
+    lim = results["limits"]
     print("backend cpu: before = the previous decode path (UNSEE_CPU_DECODE=legacy), "
           "after = the fast path (default)")
-    print(f"load: before {load['before']:.1f} s, after {load['after']:.1f} s")
+    print(f"machine (measured now): fp32 peak {lim['peak_flops'] / 1e9:.0f} GFLOP/s on {lim['cpus']:.0f} CPUs "
+          f"({lim['peak_flops_1'] / 1e9:.0f} on one; 2048^3 matmul), memory read {lim['bandwidth'] / 1e9:.1f} GB/s "
+          f"(1 GiB sum); the better of a measurement before and after the rest, other processes used "
+          + " and ".join(f"{r['others_cores']:.2f}" for r in results["limits_runs"]) + " cores meanwhile")
+    costs = results["costs"]
+    print(f"model: {pass_bytes(costs) / 1e6:.0f} MB of fp32 weights read per forward pass, "
+          f"{2 * costs['linear_params'] / 1e6:.0f} MFLOP per prefilled token (+ attention)")
+    hp_s, hp_mb = results["huge_pages"]
+    print(f"load: before {load['before']:.1f} s, after {load['after']:.1f} s (of which {hp_s:.1f} s putting "
+          f"{hp_mb} MB of weights on 2 MB pages)")
     tp = results["throughput"]
     b, a = tp["before"], tp["after"]
     rows = [
@@ -300,20 +489,51 @@ def compare_cpu(args: argparse.Namespace) -> dict[str, Any]:
                      results["crop_s"]["after"][n] * 1e6, False))
     if "demo" in results:
         d = results["demo"]
-        rows.append(("demo forget (B7), wall s", d["before"]["forget_wall_s"], d["after"]["forget_wall_s"], False))
+        rows.append(("demo forget (B7), wall s (median)", d["before"]["forget_wall_s"], d["after"]["forget_wall_s"],
+                     False))
         rows.append(("demo, whole run (record + forget + 1 turn), wall s", d["before"]["demo_wall_s"],
                      d["after"]["demo_wall_s"], False))
     print(f"{'':52s} {'before':>10s} {'after':>10s} {'speedup':>8s}")
     for label, before, after, higher_better in rows:
         ratio = (after / before) if higher_better else (before / after if after else float("inf"))
         print(f"{label:52s} {before:10.1f} {after:10.1f} {ratio:7.2f}x")
+    print("fraction of the machine's limits (median, min-max over the repetitions):")
+    for name, r in (("before", b), ("after", a)):
+        rng = r["range"]
+        pf = [x / lim["peak_flops"] for x in (r["prefill_flop_s"], *rng["prefill_flop_s"])]
+        print(f"  {name:6s} prefill {r['prefill_flop_s'] / 1e9:5.0f} GFLOP/s = {pf[0]:.0%} of the fp32 peak "
+              f"({pf[1]:.0%}-{pf[2]:.0%})", end="")
+        for key, label in (("decode_plain_bytes_s", "decode 1 tok/pass"), ("decode_chat_bytes_s", "chat reply")):
+            if key in r:
+                f = [x / lim["bandwidth"] for x in (r[key], *rng[key])]
+                print(f"; {label} {r[key] / 1e9:4.1f} GB/s = {f[0]:.0%} of the bandwidth ({f[1]:.0%}-{f[2]:.0%})",
+                      end="")
+        print(f"; other processes {r['others_cores']:.2f} cores")
     if "demo" in results:
-        d = results["demo"]
-        same = all(d["before"][k] == d["after"][k] for k in ("prefilled", "decoded", "reused", "turns_decoded"))
-        print(f"demo forget work: prefilled/decoded/reused tokens before {d['before']['prefilled']}/"
-              f"{d['before']['decoded']}/{d['before']['reused']}, after {d['after']['prefilled']}/"
-              f"{d['after']['decoded']}/{d['after']['reused']} ({'the same' if same else 'DIFFERENT'}); "
-              f"secret leaked: {d['before']['leaked'] or d['after']['leaked']}")
+        runs = results["demo_runs"]
+        for name in ("after", "before"):
+            walls = [r["forget_wall_s"] for r in runs[name]]
+            med, lo, hi = _median_range(walls)
+            print(f"demo forget, {name:6s}: {med:5.1f} s median ({lo:.1f}-{hi:.1f}, {len(walls)} runs) = "
+                  f"{med / DEMO_TARGET_S:.2f}x the {DEMO_TARGET_S:.0f} s target; other processes "
+                  + ", ".join(f"{r['others_cores']:.2f}" for r in runs[name])
+                  + " cores; forward passes by torch threads "
+                  + ", ".join(str(r["passes_by_threads"]) for r in runs[name]))
+        fast_med = statistics.median(r["forget_wall_s"] for r in runs["after"])
+        legacy_med = statistics.median(r["forget_wall_s"] for r in runs["before"])
+        print(f"demo forget: the fast path takes {fast_med / legacy_med:.2f}x the previous path's time "
+              f"({legacy_med / fast_med:.2f}x faster)")
+        keys = ("prefilled", "decoded", "reused", "turns_decoded", "tokens_sha256")
+        all_runs = runs["after"] + runs["before"]
+        same = all(all(r[k] == all_runs[0][k] for k in keys) for r in all_runs)
+        same_logits = len({r["logits_sha256"] for r in runs["after"]}) == 1
+        r0 = all_runs[0]
+        print(f"demo forget work: prefilled/decoded/reused tokens {r0['prefilled']}/{r0['decoded']}/{r0['reused']}; "
+              f"every token of the demo {'the same' if same else 'DIFFERENT'} in all {len(all_runs)} runs "
+              f"(tokens sha256 {r0['tokens_sha256'][:12]}); fast path logits "
+              f"{'bit-identical' if same_logits else 'DIFFERENT'} across its runs "
+              f"(sha256 {runs['after'][0]['logits_sha256'][:12]}); secret leaked: "
+              f"{any(r['leaked'] for r in all_runs)}")
     print(f"fast path, drafts on vs off: same tokens in {a['same_tokens'] * 100:.0f}% of the runs")
     _print_session(results)
     return results

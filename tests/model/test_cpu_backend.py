@@ -159,7 +159,9 @@ def test_fast_path_layout_and_growing_cache(cpu_runtime):
     model = cpu_runtime.model
     assert model.config._attn_implementation == ATTENTION
     assert type(model.lm_head).__name__ == "FastLinear" and model.lm_head.weight_t is not None
-    assert type(model.model.layers[0].mlp.up_proj).__name__ == "FastLinear"
+    mlp, attn = model.model.layers[0].mlp, model.model.layers[0].self_attn
+    assert type(mlp.gate_up_proj).__name__ == "FastLinear" and type(attn.qkv_proj).__name__ == "FastLinear"
+    assert type(mlp.up_proj).__name__ == "Part" and type(model.model.layers[0].self_attn.o_proj).__name__ == "FastLinear"
     assert cpu_runtime.draft_max == DRAFT_MAX
     rt = cpu_runtime.spawn()
     rt.prefill(list(range(100, 400)))
