@@ -277,23 +277,19 @@ class UnseeMiddleware(AgentMiddleware):
         token = var.set(value)
         # A run resumed after an interrupt (or going on after an outer retry caught an error)
         # skips before_agent: it takes its session's lease here.
-        sid = current_session()[0]
-        self.recorder.acquire_run(sid)
-        st = self.recorder.state(sid)
-        if not st.watched:  # a resumed run: its end gives the lease back
-            self._watch_end(st)
-        rec = self.recorder
+        rec, st = self.recorder, call["st"]
+        rec.acquire_run(call["sid"])
+        self._watch_end(st)  # (a resumed run's: its end gives the lease back)
         rec.hand_over_backlog()
-        kind = var  # (one waiting-time estimate per kind of call: model calls, tool calls)
-        began = rec.call_began(kind)
-        if rec.tasks and rec.worth_waking(kind):
+        began = rec.call_began(var)  # (one waiting-time estimate per kind of call: model, tool)
+        if rec.tasks and rec.worth_waking(var):
             rec.store.kick()  # the agent waits on the call now: the queued work is done meanwhile
         try:
             with trace.use_span(call["span"], end_on_exit=False):
                 yield
         except BaseException as exc:
-            rec.call_ended(kind, began)
-            self.recorder.run_tasks()  # (what is queued for the span first)
+            rec.call_ended(var, began)
+            rec.run_tasks()  # (what is queued for the span first)
             error_status(call["span"], exc)
             call["span"].end()
             # The graph's end (its callback) ends the turn: an outer retry may still catch the
@@ -303,7 +299,7 @@ class UnseeMiddleware(AgentMiddleware):
                 self._end_turn(failed=exc)
             raise
         else:
-            rec.call_ended(kind, began)
+            rec.call_ended(var, began)
         finally:
             var.reset(token)
 

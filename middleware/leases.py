@@ -143,10 +143,7 @@ class LeaseTable:
                     "holds=CASE WHEN leases.expires_ns>? THEN leases.holds+1 ELSE 1 END,"
                     " expires_ns=excluded.expires_ns",
                     (session, self.owner, kind, now + int(self.ttl * 1e9), now))
-            self._held[(session, kind)] = self._held.get((session, kind), 0) + 1
-            if kind == RUN:
-                self._touched[session] = time.monotonic()
-            self._start_heartbeat()
+            self._taken(session, kind)
             return True
 
     def _take_run_at_once(self, session: str, now: int) -> bool:
@@ -158,10 +155,15 @@ class LeaseTable:
                                                 session, FORGET, DRAIN, now))
         if cur.rowcount != 1:
             return False
-        self._held[(session, RUN)] = self._held.get((session, RUN), 0) + 1
-        self._touched[session] = time.monotonic()
-        self._start_heartbeat()
+        self._taken(session, RUN)
         return True
+
+    def _taken(self, session: str, kind: str) -> None:
+        """This process holds one more of ``session``'s ``kind`` lease (under ``_lock``)."""
+        self._held[(session, kind)] = self._held.get((session, kind), 0) + 1
+        if kind == RUN:
+            self._touched[session] = time.monotonic()
+        self._start_heartbeat()
 
     def touch(self, session: str) -> None:
         """A run on ``session`` is still doing something (a model or tool call began)."""
@@ -178,30 +180,34 @@ class LeaseTable:
                 raise SessionBusy(session, waited=timeout)
             time.sleep(self.poll)
 
-    def release(self, session: str, kind: str) -> None:
-        self.release_many([(session, kind)])
-
-    def release_many(self, leases: list[tuple[str, str]]) -> None:
-        """Give back each (session, kind) held (one transaction for all: the runs whose records
-        one write of the store's writer made)."""
+    def release(self, session: str, kind: str, *, flush: bool = True) -> None:
+        """Give back one hold of ``session``'s ``kind`` lease. ``flush=False``: only queue the
+        row's update, written with the next ones (:meth:`flush_releases`, or any lease
+        operation): the run leases one write of the store's writer covered go in one
+        transaction."""
         with self._lock:
-            now = time.time_ns()
-            for session, kind in leases:
-                n = self._held.get((session, kind), 0)
-                if n <= 0:
-                    continue
-                if n == 1:
-                    self._held.pop((session, kind))
-                else:
-                    self._held[(session, kind)] = n - 1
-                self._unreleased.append((session, kind, now))
+            n = self._held.get((session, kind), 0)
+            if n <= 0:
+                return
+            if n == 1:
+                self._held.pop((session, kind))
+            else:
+                self._held[(session, kind)] = n - 1
+            self._unreleased.append((session, kind, time.time_ns()))
+            if flush:
+                self.flush_releases()
+
+    def flush_releases(self) -> None:
+        """Write the releases queued so far."""
+        with self._lock:
             try:
                 self._flush_releases()
             except self._conn.errors:
                 # The store is unreachable (a PostgreSQL restart): never mask the caller's own
                 # outcome. The row stays held (safe: it blocks, never admits) and is released by
                 # the next lease operation or heartbeat that reaches the store, else it lapses.
-                log.warning("could not release the leases %s yet; retried later", leases, exc_info=True)
+                log.warning("could not release %d leases yet; retried later", len(self._unreleased),
+                            exc_info=True)
 
     def _flush_releases(self) -> None:
         """Write the releases not written yet, in one transaction (under ``_lock``): a run that

@@ -142,9 +142,6 @@ class Recorder(DeferredRecording):
         self.leases: Any = leases
         #: sessions whose run lease this process's runs hold (one hold per session)
         self._leased: set[str] = set()
-        #: run leases to give back once the records queued before them are written
-        self._releasing: list[str] = []
-        self._releasing_lock = threading.Lock()
         #: memory after a fork (``fork_watch.ForkWatch``): orphaned store items found at a run's start
         self.forks: Any = None
         #: recording work handed off by the hooks; the store's writer runs it before each write
@@ -160,8 +157,8 @@ class Recorder(DeferredRecording):
         if add_producer is not None:
             add_producer(self.tasks.run, self.agent_busy)
         after_marks = getattr(store, "after_marks", None)
-        if after_marks is not None:
-            after_marks(self._release_written)
+        if after_marks is not None and leases is not None:
+            after_marks(leases.flush_releases)  # (the run leases one write covered: one transaction)
         #: system prompt text -> its artifact id (hashing a long prompt on every call costs)
         self._system_ids: dict[str, str] = {}
 
@@ -238,19 +235,9 @@ class Recorder(DeferredRecording):
         if after_write is None:
             self.leases.release(session_id, "run")
             return
-        # once the run's records (queued before this) are written, the lease joins the ones the
-        # writer gives back together after that write (``_release_written``: one transaction)
-        after_write(functools.partial(self._release_later, session_id))
-
-    def _release_later(self, session_id: str) -> None:
-        with self._releasing_lock:
-            self._releasing.append(session_id)
-
-    def _release_written(self) -> None:
-        with self._releasing_lock:
-            sessions, self._releasing = self._releasing, []
-        if sessions:
-            self.leases.release_many([(s, "run") for s in sessions])
+        # once the run's records (queued before this) are written, the lease's release is queued;
+        # the writer writes the releases of that write together (``after_marks``)
+        after_write(functools.partial(self.leases.release, session_id, "run", flush=False))
 
     @contextlib.contextmanager
     def exclusive(self, session_id: str, wait: bool = True):

@@ -203,6 +203,14 @@ class BatchWriter:
         since = self._held_since
         return since is None or time.monotonic() - since < HOLD_MAX_S
 
+    def _hold_back(self) -> bool:
+        """:meth:`_held_back`, noting since when the work is left (``backlog_due``)."""
+        if not self._held_back():
+            return False
+        if self._held_since is None:
+            self._held_since = time.monotonic()
+        return True
+
     def backlog_due(self) -> bool:
         """Whether an agent that keeps running Python should hand its queued work over now (the
         recorder asks at each model or tool call: it then flushes, and the writer writes while the
@@ -221,17 +229,13 @@ class BatchWriter:
                 # A kick says the agent starts to wait on a call; a call that returns at once (a
                 # quick tool) leaves the agent busy again: look after a moment, lock released.
                 time.sleep(KICK_GRACE_S)
-            if self._held_back():
-                if self._held_since is None:
-                    self._held_since = time.monotonic()
+            if self._hold_back():
                 continue
             self._produce(busy)
             asked = self._write_requests
             if asked == seen and time.monotonic() - last < IDLE_WRITE_S:
                 continue
-            if self._held_back():  # (the agent got busy meanwhile: write at its next wait)
-                if self._held_since is None:
-                    self._held_since = time.monotonic()
+            if self._hold_back():  # (the agent got busy meanwhile: write at its next wait)
                 continue
             self._held_since = None
             seen, last = asked, time.monotonic()  # (a request from now on is seen next round)
