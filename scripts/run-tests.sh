@@ -5,7 +5,8 @@
 # page tests of `unsee view` when missing. Docker tests then must pass (UNSEE_REQUIRE_DOCKER=1
 # turns a missing daemon into failures, not skips); in CI (CI=true) a daemon
 # that cannot be had fails the run before pytest starts. The same for PostgreSQL:
-# a private cluster from Debian's package (scripts/postgres-up.sh), stopped after.
+# a private cluster from Debian's package (scripts/postgres-up.sh), stopped after, and for the
+# OCI registry the sandbox snapshots of several machines go to (scripts/registry-up.sh).
 #
 # With no arguments, the record, forget and erasure suites then run a second time
 # with unsee's stores on PostgreSQL (UNSEE_TEST_STORE=postgres: a database per home),
@@ -37,6 +38,19 @@ elif [ "${CI:-}" = "true" ]; then
 else
   echo "run-tests: no PostgreSQL server: the postgres tests will be skipped" >&2
 fi
+# A private OCI registry (Debian's docker-registry) for the sandbox snapshots of several machines.
+reg=0
+if source scripts/registry-up.sh; then
+  reg=1
+  export UNSEE_REQUIRE_REGISTRY=1
+elif [ "${CI:-}" = "true" ]; then
+  echo "run-tests: no OCI registry; CI runs the registry tests, so this is a failure" >&2
+  bash scripts/postgres-down.sh
+  [ "$started" = "1" ] && bash scripts/docker-down.sh
+  exit 1
+else
+  echo "run-tests: no OCI registry: the registry tests will be skipped" >&2
+fi
 # Headless Chromium for the page tests (tests/view): Debian's package, installed when missing (root).
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
   echo "run-tests: installing chromium (Debian) for the page tests" >&2
@@ -53,5 +67,6 @@ if [ $# -eq 0 ] && [ "$pg" = "1" ]; then
   [ $rc -eq 0 ] && rc=$rc2
 fi
 bash scripts/postgres-down.sh
+[ "$reg" = "1" ] && bash scripts/registry-down.sh
 if [ "$started" = "1" ]; then bash scripts/docker-down.sh; fi
 exit $rc

