@@ -17,6 +17,10 @@ suite every backend passes, third-party ones included, is
 stored (snapshots, workspaces, images, containers) without opening them.
 :func:`owner_id` is the id of a home (``<home>/home_id``) that the docker
 backend labels its objects with (``owner=``), so cleanup stays in one home.
+Opened with ``registry=`` (docker, local) or ``snapshot_store=`` (local), an
+environment pushes every snapshot off the machine (``SnapshotId.remote``) and
+restores from there where the local copy is missing: :mod:`unsee.sandbox.oci`
+(the registry's API), :mod:`unsee.sandbox.remote` (the store contract).
 """
 
 from .base import (
@@ -43,10 +47,14 @@ from .errors import (
     InvalidCleanup,
     InvalidOption,
     LedgerError,
+    LedgerUnavailable,
     NotSupported,
     OwnerIdError,
     PathNotFound,
     PathOutsideSandbox,
+    RegistryCannotDelete,
+    RegistryError,
+    RegistryUnavailable,
     SandboxError,
     SandboxUnavailable,
     SnapshotNotFound,
@@ -55,15 +63,20 @@ from .errors import (
     StoredItemNotFound,
 )
 from .ledger import EFFECTS, Effect, Ledger
+from .oci import RegistryClient
 from .owner import owner_id
+from .remote import OciSnapshotStore, SnapshotStore
 from .storage import (
     StoredItem,
+    collect_registry_garbage,
     delete_item,
     delete_items,
     deletion_order,
     environment_items,
     read_item,
+    remote_item,
     snapshot_item,
+    snapshot_items,
 )
 from .registry import (
     available_backends,
@@ -99,10 +112,17 @@ __all__ = [
     "InvalidCleanup",
     "InvalidOption",
     "LedgerError",
+    "LedgerUnavailable",
     "NotSupported",
     "OwnerIdError",
     "PathNotFound",
     "PathOutsideSandbox",
+    "RegistryCannotDelete",
+    "RegistryError",
+    "RegistryUnavailable",
+    "RegistryClient",
+    "OciSnapshotStore",
+    "SnapshotStore",
     "SandboxError",
     "SandboxUnavailable",
     "SnapshotNotFound",
@@ -116,6 +136,9 @@ __all__ = [
     "environment_items",
     "read_item",
     "snapshot_item",
+    "snapshot_items",
+    "remote_item",
+    "collect_registry_garbage",
     "available_backends",
     "backend_names",
     "backend_options",

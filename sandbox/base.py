@@ -97,12 +97,20 @@ class SnapshotId:
     backend's own reference (an image id, a directory, a store key). A snapshot
     can be restored by any environment of the same backend (shadows included)
     while the environment that made it is open.
+
+    ``remote`` says where the snapshot lives off the machine, when the
+    environment pushed it (opened with ``registry=``/``snapshot_store=``): an
+    OCI reference ``<registry>/<repository>@sha256:<digest>`` or a snapshot
+    store's own reference; "" when it was not pushed. An environment of the same
+    backend on any machine restores it from there when the local copy (``ref``)
+    is missing. ``str()`` leaves it out.
     """
 
     backend: str
     env_id: str
     seq: int
     ref: str
+    remote: str = ""
 
     def __str__(self) -> str:
         return f"{self.backend}:{self.env_id}:{self.seq}"

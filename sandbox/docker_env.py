@@ -20,6 +20,13 @@ remove what unsee made, one home's at a time (the daemon is shared).
 - ``keep_snapshots=True``: snapshot images survive ``close()`` (for later
   processes; still labelled for cleanup()), and so do those of its shadows;
   ``discard()`` removes them too.
+- ``registry="host:port"`` (+ ``repository=``, default ``unsee/snapshots``):
+  ``snapshot()`` also tags the snapshot image ``<registry>/<repository>:<env_id>-<seq>``
+  and pushes it through the engine before returning (``SnapshotId.remote`` =
+  ``<registry>/<repository>@sha256:<manifest digest>``); ``restore`` of a
+  snapshot whose image this daemon lacks pulls it by digest (the image id is
+  kept by push and pull). Pushed snapshots follow the local ones: deleted from
+  the registry at close unless kept, and by ``discard()``. Shadows inherit both.
 - Errors: a daemon that is missing raises SandboxUnavailable; one that goes
   away mid-call (the SDK raises ``requests.exceptions.ConnectionError``)
   raises DaemonLost; timeouts ExecTimeout; a command that cannot start
@@ -70,6 +77,8 @@ from .errors import (
     SnapshotNotFound,
 )
 from .image import DEFAULT_IMAGE
+from .oci import RegistryClient, check_repository, format_ref, host_of, parse_ref
+from .remote import DEFAULT_REPOSITORY, delete_manifests
 
 __all__ = [
     "DockerEnvironment",
@@ -123,7 +132,7 @@ class DockerEnvironment(Environment):
     capabilities = ALL_CAPABILITIES
     OPTIONS = frozenset({
         "image", "client", "user", "workdir", "environment", "mem_limit", "pids_limit",
-        "nano_cpus", "flatten_every", "keep_snapshots", "env_id", "owner",
+        "nano_cpus", "flatten_every", "keep_snapshots", "env_id", "owner", "registry", "repository",
     })
 
     def __init__(
@@ -141,6 +150,8 @@ class DockerEnvironment(Environment):
         keep_snapshots: bool = False,
         env_id: str | None = None,
         owner: str | None = None,
+        registry: str | None = None,
+        repository: str | None = None,
         _role: str = "container",
         _parent: str | None = None,
         _owned_images: list[str] | None = None,
@@ -154,8 +165,20 @@ class DockerEnvironment(Environment):
         and image this environment and its shadows make, so that
         ``cleanup(owner=...)`` removes them and nothing of other owners; without
         one only a daemon-wide ``cleanup(everything=True)`` (or by env id) does.
+        ``registry`` (``host:port``) and ``repository``: push every snapshot there
+        (see the module docstring).
         """
         import docker.errors
+
+        if repository is not None and registry is None:
+            raise ValueError("repository= names a repository of registry=, which is missing")
+        if registry is not None:
+            RegistryClient(registry)  # checks the address's form (ValueError) before anything starts
+            check_repository(repository or DEFAULT_REPOSITORY)
+        self.registry = registry.rstrip("/") if registry else None
+        self.repository = (repository or DEFAULT_REPOSITORY) if registry else None
+        self._remotes: list[str] = []  # what this environment pushed
+        self._pulled: list[str] = []  # images pulled to restore (a cache of the registry's)
 
         self.client = client or docker_client()
         self.env_id = env_id or uuid.uuid4().hex[:12]
@@ -361,8 +384,67 @@ class DockerEnvironment(Environment):
             self._seq += 1
             seq = self._seq
             image_id = self._capture(f"{self.env_id}-{seq}", role="snapshot")
+            remote = ""
+            if self.registry:
+                try:
+                    # synchronously: a snapshot a forget needs must be off the machine once it exists
+                    remote = self._push(image_id, f"{self.env_id}-{seq}")
+                except BaseException:
+                    _remove_images(self.client, [image_id])  # no snapshot, rather than one only here
+                    raise
+                self._remotes.append(remote)
             self._snapshots.append(image_id)
-            return SnapshotId(self.backend, self.env_id, seq, image_id)
+            return SnapshotId(self.backend, self.env_id, seq, image_id, remote)
+
+    def _push(self, image_id: str, tag: str) -> str:
+        """Tag ``image_id`` in the registry's repository and push it; its remote reference."""
+        target = f"{host_of(self.registry)}/{self.repository}"
+        digest = ""
+        with translate_errors(f"push {target}:{tag}"):
+            self.client.api.tag(image_id, target, tag=tag)
+            for line in self.client.images.push(target, tag=tag, stream=True, decode=True):
+                # the engine reports failures as status lines, never as an HTTP error
+                if not isinstance(line, dict):
+                    continue
+                if line.get("error") or line.get("errorDetail"):
+                    detail = line.get("error") or (line.get("errorDetail") or {}).get("message")
+                    raise _push_error(self.registry, f"pushing {target}:{tag}: {detail}")
+                aux = line.get("aux")
+                if isinstance(aux, dict) and aux.get("Digest"):
+                    digest = aux["Digest"]
+        if not digest:
+            raise BackendError(f"pushing {target}:{tag}: the engine reported no digest")
+        return format_ref(self.registry, self.repository, digest)
+
+    def _pull(self, snapshot: SnapshotId) -> None:
+        """Pull the snapshot's image from where it lives off the machine (by digest)."""
+        import docker.errors
+
+        try:
+            ref = parse_ref(snapshot.remote)
+        except ValueError:
+            raise SnapshotNotFound(snapshot) from None
+        name = f"{host_of(ref.registry)}/{ref.repository}"
+        with translate_errors(f"pull {snapshot.remote}"):
+            try:
+                for line in self.client.api.pull(name, tag=ref.digest, stream=True, decode=True):
+                    if isinstance(line, dict) and (line.get("error") or line.get("errorDetail")):
+                        detail = line.get("error") or (line.get("errorDetail") or {}).get("message") or ""
+                        if "manifest unknown" in detail or "not found" in detail.lower():
+                            raise SnapshotNotFound(snapshot)
+                        raise _push_error(ref.registry, f"pulling {snapshot.remote}: {detail}")
+            except docker.errors.NotFound:
+                raise SnapshotNotFound(snapshot) from None
+            except docker.errors.APIError as exc:
+                if "manifest unknown" in str(exc) or "not found" in str(exc).lower():
+                    raise SnapshotNotFound(snapshot) from None
+                raise _push_error(ref.registry, f"pulling {snapshot.remote}: {exc.explanation}") from exc
+            try:
+                img = self.client.images.get(snapshot.ref)
+            except docker.errors.ImageNotFound:
+                raise BackendError(f"pulled {snapshot.remote} but it is not image {snapshot.ref}") from None
+        self._pulled.append(img.id)
+        return img
 
     def _capture(self, tag: str, *, role: str, labels_for: dict[str, str] | None = None) -> str:
         """Commit (or flatten) the current container to ``unsee-snap:<tag>``; returns the image id."""
@@ -420,16 +502,23 @@ class DockerEnvironment(Environment):
                 try:
                     depth = _depth(self.client.images.get(snapshot.ref))
                 except docker.errors.ImageNotFound:
-                    raise SnapshotNotFound(snapshot) from None
+                    if not snapshot.remote:
+                        raise SnapshotNotFound(snapshot) from None
+                    depth = None
+            if depth is None:  # not on this daemon: from the registry
+                depth = _depth(self._pull(snapshot))
         with self._lock:
             old = self._container
             try:
                 self._container = self._start(snapshot.ref, depth)
             except BackendError as exc:
                 cause = exc.__cause__
-                if isinstance(cause, docker.errors.NotFound):
+                if not isinstance(cause, docker.errors.NotFound):
+                    raise
+                if not snapshot.remote:
                     raise SnapshotNotFound(snapshot) from exc
-                raise
+                # removed from this daemon since we made it (erased, cleaned up): from the registry
+                self._container = self._start(snapshot.ref, _depth(self._pull(snapshot)))
         self._remove_container_later(old)
 
     def shadow(self) -> "DockerEnvironment":
@@ -448,6 +537,8 @@ class DockerEnvironment(Environment):
             env_id=child_id,
             owner=self.owner,  # a shadow's container and images are its parent's owner's
             keep_snapshots=self.keep_snapshots,  # a committed replay's shadow becomes the session's
+            registry=self.registry,
+            repository=self.repository,
             _role="shadow",
             _parent=self.env_id,
             _owned_images=[image_id],
@@ -485,10 +576,34 @@ class DockerEnvironment(Environment):
             log.warning("closing %s: %s (cleanup() removes leftovers)", self.env_id, exc)
         for t in self._reaper:
             t.join(timeout=30)
-        images = list(self._owned_images)
+        images = list(self._owned_images) + self._pulled
         if not self.keep_snapshots:
             images += self._snapshots
+            self._delete_remotes()
         _remove_images(self.client, list(reversed(images)))
+
+    def _delete_remotes(self) -> None:
+        remotes, self._remotes = self._remotes, []
+        by_repo: dict[tuple[str, str], list[str]] = {}
+        for r in map(parse_ref, remotes):
+            by_repo.setdefault((r.registry, r.repository), []).append(r.digest)
+        for (registry, repository), digests in by_repo.items():
+            try:
+                delete_manifests(RegistryClient(registry), repository, digests)
+            except SandboxError as exc:
+                # storage.environment_items(snap) still finds them (their tags name the env)
+                log.warning("could not delete pushed snapshots of %s from %s: %s", self.env_id, registry, exc)
+
+
+def _push_error(registry: str, message: str) -> SandboxError:
+    """A push/pull failure: the registry unreachable, or another error."""
+    from .errors import RegistryError, RegistryUnavailable
+
+    low = message.lower()
+    if any(s in low for s in ("connection refused", "no such host", "i/o timeout", "dial tcp",
+                              "server gave http response", "connection reset")):
+        return RegistryUnavailable(registry, message)
+    return RegistryError(message, address=registry)
 
 def _remove_images(client, refs: list[str], *, strict: bool = False, snapshot: Any = None) -> None:
     import docker.errors

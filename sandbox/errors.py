@@ -30,6 +30,7 @@ __all__ = [
     "ImageBuildError",
     "BackendError",
     "LedgerError",
+    "LedgerUnavailable",
     "CallInDoubt",
     "CallFailed",
     "ArgumentsNotCanonical",
@@ -39,6 +40,9 @@ __all__ = [
     "OwnerIdError",
     "InvalidCleanup",
     "CleanupNotConfirmed",
+    "RegistryError",
+    "RegistryUnavailable",
+    "RegistryCannotDelete",
 ]
 
 
@@ -183,6 +187,20 @@ class CallFailed(LedgerError):
         super().__init__(f"call {tool!r} ({call_id}) failed: {error}")
 
 
+class LedgerUnavailable(LedgerError, ConnectionError):
+    """The ledger's database server cannot be reached (PostgreSQL down, a connection lost,
+    no free connection in the pool within its timeout). Raised before a call is claimed,
+    nothing fired; raised while its outcome was being recorded, the call stays ``fired``
+    (in doubt) unless a fresh connection recorded it."""
+
+    exit_code = 3
+
+    def __init__(self, where: str, reason: str):
+        self.where = where
+        self.reason = reason
+        super().__init__(f"call ledger {where} is unreachable: {reason}")
+
+
 class ArgumentsNotCanonical(LedgerError, TypeError):
     """Tool arguments cannot be turned into canonical JSON (so no call id)."""
 
@@ -226,6 +244,42 @@ class CleanupNotConfirmed(SandboxError):
     """``unsee sandbox cleanup --all`` asked and got no "yes": nothing was removed."""
 
     exit_code = 1
+
+
+# --- the OCI registry (unsee.sandbox.oci) -----------------------------------
+
+
+class RegistryError(SandboxError, RuntimeError):
+    """The OCI registry answered a request with an error not covered below (``status``: the
+    HTTP status, 0 when none; ``address``: the registry's address)."""
+
+    def __init__(self, message: str, *, address: str = "", status: int = 0):
+        self.address = address
+        self.status = status
+        super().__init__(message)
+
+
+class RegistryUnavailable(SandboxUnavailable):
+    """The OCI registry at ``address`` cannot be reached (refused, timed out, not a registry);
+    ``reason`` says why."""
+
+    def __init__(self, address: str, reason: str):
+        self.address = address
+        self.reason = reason
+        super().__init__(f"OCI registry {address} is unreachable: {reason}", backend="oci",
+                         hint="start it (scripts/registry-up.sh) or fix the address")
+
+
+class RegistryCannotDelete(RegistryError, PermissionError):
+    """The registry refuses deletes (HTTP 405: ``storage.delete.enabled`` is off): nothing it
+    holds can be erased through it. Erasure names such a registry as unreachable."""
+
+    exit_code = 3
+
+    def __init__(self, address: str, what: str):
+        super().__init__(
+            f"OCI registry {address} refuses to delete {what} (HTTP 405: deletes are disabled; "
+            "set storage.delete.enabled: true in its config)", address=address, status=405)
 
 
 class BackendError(SandboxError, RuntimeError):

@@ -5,6 +5,17 @@ The embedded default when no Docker daemon is reachable. Commands run with
 timeout kills the whole tree. Snapshots are full copies of the workspace
 (``shutil.copytree`` preserving modes and symlinks) under ``<root>/snapshots``.
 
+Off the machine: with ``registry="host:port"`` (and ``repository=``) or
+``snapshot_store=`` (any :class:`~unsee.sandbox.remote.SnapshotStore`) every
+snapshot is also packed as a deterministic tar.gz and put into the store before
+``snapshot()`` returns (``SnapshotId.remote``); ``restore`` of a snapshot whose
+directory is missing here (another machine, another root) fetches it and
+unpacks it under this environment's own root (``<root>/pulled/``), where it
+becomes the workspace (no pulled copy stays behind for erasure to miss).
+Snapshots pushed by an environment that does not keep them are deleted from
+the store at close, like their directories; ``discard()`` deletes them in
+every case.
+
 This backend is *not* a security boundary: commands run as the calling user
 with the host's network. Use it for trusted tools and tests; use docker for
 untrusted ones.
@@ -12,6 +23,8 @@ untrusted ones.
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
 import shutil
 import signal
@@ -30,15 +43,24 @@ from .base import (
     SnapshotId,
     as_bytes,
 )
-from .errors import ExecFailed, ExecTimeout, PathNotFound, PathOutsideSandbox, SnapshotNotFound
+from .errors import (
+    ExecFailed,
+    ExecTimeout,
+    PathNotFound,
+    PathOutsideSandbox,
+    SnapshotNotFound,
+)
+from .remote import DEFAULT_REPOSITORY, OciSnapshotStore, SnapshotStore, pack_dir, unpack_to
 
 __all__ = ["LocalEnvironment"]
+
+log = logging.getLogger(__name__)
 
 
 class LocalEnvironment(Environment):
     backend = "local"
     capabilities = ALL_CAPABILITIES
-    OPTIONS = frozenset({"root", "env", "keep", "env_id"})
+    OPTIONS = frozenset({"root", "env", "keep", "env_id", "registry", "repository", "snapshot_store"})
 
     def __init__(
         self,
@@ -47,6 +69,9 @@ class LocalEnvironment(Environment):
         env: dict[str, str] | None = None,
         keep: bool | None = None,
         env_id: str | None = None,
+        registry: str | None = None,
+        repository: str | None = None,
+        snapshot_store: SnapshotStore | None = None,
         _seed: Path | None = None,
     ):
         """``root`` holds ``workspace/`` and ``snapshots/``; a temp dir when None.
@@ -54,7 +79,25 @@ class LocalEnvironment(Environment):
         ``keep`` keeps ``root`` on close (default: keep a caller-given root,
         delete a temp one). ``env`` is the environment of commands (default:
         the caller's, with HOME pointing at the workspace).
+        ``registry`` (``host:port``, or with a scheme) pushes every snapshot to
+        that OCI registry, in ``repository`` (default ``unsee/snapshots``), as
+        an artifact tagged ``<env_id>-<seq>``; ``snapshot_store`` puts them into
+        any other :class:`~unsee.sandbox.remote.SnapshotStore` instead (not both:
+        ValueError). Shadows inherit the store.
         """
+        if registry is not None and snapshot_store is not None:
+            raise ValueError("give the local backend registry= or snapshot_store=, not both")
+        if repository is not None and registry is None:
+            raise ValueError("repository= names a repository of registry=, which is missing")
+        if snapshot_store is not None and not isinstance(snapshot_store, SnapshotStore):
+            raise TypeError(f"snapshot_store must have put/get/delete, not {type(snapshot_store).__name__}")
+        if registry is not None:
+            # the OCI store checks the names now: bad input changes nothing
+            snapshot_store = OciSnapshotStore(registry, repository or DEFAULT_REPOSITORY)
+        self.registry = registry
+        self.repository = (repository or DEFAULT_REPOSITORY) if registry is not None else None
+        self.snapshot_store = snapshot_store
+        self._remotes: list[str] = []  # what this environment pushed (deleted with its snapshots)
         self.env_id = env_id or uuid.uuid4().hex[:12]
         if root is None:
             self.root = Path(tempfile.mkdtemp(prefix=f"unsee-local-{self.env_id}-"))
@@ -161,13 +204,29 @@ class LocalEnvironment(Environment):
             seq = self._seq
         dest = self._snapdir / f"{seq:06d}"
         shutil.copytree(self.workspace, dest, symlinks=True)
-        return SnapshotId(self.backend, self.env_id, seq, str(dest))
+        remote = ""
+        if self.snapshot_store is not None:
+            try:
+                # synchronously: a snapshot a forget needs must be off the machine once it exists
+                remote = self.snapshot_store.put(f"{self.env_id}-{seq}", pack_dir(dest))
+            except BaseException:
+                shutil.rmtree(dest, ignore_errors=True)  # no snapshot, rather than one only here
+                raise
+            with self._lock:
+                self._remotes.append(remote)
+        return SnapshotId(self.backend, self.env_id, seq, str(dest), remote)
 
     def restore(self, snapshot: SnapshotId) -> None:
         self._require("snapshot")
-        src = self._resolve(snapshot)
-        staging = self.root / f".restore-{uuid.uuid4().hex[:8]}"
-        shutil.copytree(src, staging, symlinks=True)
+        try:
+            src = self._resolve(snapshot)
+        except SnapshotNotFound:
+            if not (isinstance(snapshot, SnapshotId) and snapshot.backend == self.backend and snapshot.remote):
+                raise
+            staging = self._pull(snapshot)  # becomes the workspace: no copy of it stays behind
+        else:
+            staging = self.root / f".restore-{uuid.uuid4().hex[:8]}"
+            shutil.copytree(src, staging, symlinks=True)
         old = self.root / f".old-{uuid.uuid4().hex[:8]}"
         with self._lock:
             os.rename(self.workspace, old)
@@ -182,17 +241,45 @@ class LocalEnvironment(Environment):
             raise SnapshotNotFound(snapshot)
         return src
 
+    def _pull(self, snapshot: SnapshotId) -> Path:
+        """The snapshot fetched from where it lives off the machine, unpacked under our root
+        (``<root>/pulled/<key>-<random>``) for the restore to move into place."""
+        key = hashlib.sha256(snapshot.remote.encode()).hexdigest()[:32]
+        dest = self.root / "pulled" / f"{key}-{uuid.uuid4().hex[:8]}"
+        from .oci import parse_ref
+
+        store = self.snapshot_store
+        try:  # an OCI reference is pulled from its registry, whatever store this environment pushes to
+            ref = parse_ref(snapshot.remote)
+        except ValueError:
+            if store is None:
+                raise SnapshotNotFound(snapshot) from None  # a store's reference, and we were given no store
+        else:
+            if not (isinstance(store, OciSnapshotStore) and store.registry == ref.registry
+                    and store.repository == ref.repository):
+                store = OciSnapshotStore(ref.registry, ref.repository)
+        try:
+            data = store.get(snapshot.remote)
+        except LookupError:
+            raise SnapshotNotFound(snapshot) from None
+        except ValueError:  # not a reference this store understands
+            raise SnapshotNotFound(snapshot) from None
+        return unpack_to(data, dest)
+
     def shadow(self) -> "LocalEnvironment":
         self._require("shadow")
         # A shadow keeps its snapshots when its parent does: a committed replay makes the
         # shadow the session's environment, and its snapshots are on the new checkpoints.
         root = self.root.parent / f"{self.root.name}-shadow-{uuid.uuid4().hex[:8]}" if self._keep else None
-        child = LocalEnvironment(root, env=self._env, keep=self._keep, _seed=self.workspace)
+        child = LocalEnvironment(root, env=self._env, keep=self._keep, _seed=self.workspace,
+                                 snapshot_store=self.snapshot_store)
+        child.registry, child.repository = self.registry, self.repository
         self._children.append(child)
         return child
 
     def discard(self) -> None:
         self.close()
+        self._delete_remotes()
         shutil.rmtree(self.root, ignore_errors=True)
 
     def close(self) -> None:
@@ -201,8 +288,25 @@ class LocalEnvironment(Environment):
         self._closed = True
         for child in self._children:
             child.close()
+        shutil.rmtree(self.root / "pulled", ignore_errors=True)  # an unpack interrupted mid-way
         if not self._keep:
+            self._delete_remotes()
             shutil.rmtree(self.root, ignore_errors=True)
+
+    def _delete_remotes(self) -> None:
+        with self._lock:
+            remotes, self._remotes = self._remotes, []
+        if not remotes:
+            return
+        try:
+            if isinstance(self.snapshot_store, OciSnapshotStore):
+                self.snapshot_store.delete_many(remotes)  # one scan of the repository for blob links
+            else:
+                for ref in remotes:
+                    self.snapshot_store.delete(ref)
+        except Exception as exc:  # any store's failure: close() must still release the rest
+            # storage.environment_items(snap) still finds OCI ones (their tags name the env)
+            log.warning("could not delete the snapshots %s pushed: %s", self.env_id, exc)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

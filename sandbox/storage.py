@@ -24,6 +24,16 @@ backend      stored items (``kind``: ``ref``)   read / delete
                                                 ``remove(force=True)``
 ===========  =================================  ==================================
 
+Both backends' snapshots may also live in an OCI registry (``SnapshotId.remote``,
+an environment opened with ``registry=``): items of kind ``remote`` whose ref is
+``<registry>/<repository>@sha256:<manifest digest>``. Reading one fetches the
+files of its layers through the distribution API (the offline-built
+``unsee-sandbox:*`` base layers of a docker image skipped, as for the daemon's
+images); deleting one deletes the manifest by digest, and ``delete_items``
+then deletes the repository's links to the blobs no remaining manifest there
+references. The blob *data* leaves the registry's disk when its
+garbage-collect runs: :func:`collect_registry_garbage`.
+
 The ``python`` backend keeps its snapshots in memory: nothing is stored, so
 there is nothing here for it (:class:`NotSupported`).
 
@@ -49,6 +59,7 @@ with Docker 20.10, overlay2, classic image store):
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import shutil
@@ -61,33 +72,40 @@ from typing import Any, Literal
 
 from .base import SnapshotId
 from .errors import NotSupported, StorageInUse, StorageRefused, StoredItemNotFound
+from .oci import RegistryClient, format_ref, garbage_collect, is_remote_ref, parse_ref
+from .remote import delete_manifests
 
 __all__ = [
     "StoredItem",
     "snapshot_item",
+    "snapshot_items",
+    "remote_item",
     "environment_items",
     "read_item",
     "delete_item",
     "delete_items",
+    "collect_registry_garbage",
 ]
 
-Kind = Literal["snapshot", "workspace", "image", "container"]
+Kind = Literal["snapshot", "workspace", "image", "container", "remote"]
 
 _SNAPSHOT_DIR = re.compile(r"\d{6,}")
 
 
 @dataclass(frozen=True)
 class StoredItem:
-    """One stored copy: a local directory, a docker image or a docker container."""
+    """One stored copy: a local directory, a docker image or a docker container, or a
+    manifest in an OCI registry (kind ``remote``, of either backend)."""
 
     backend: str
     kind: Kind
     env_id: str
-    #: a directory path (local), an image id or a container id (docker)
+    #: a directory path (local), an image id or a container id (docker), an OCI
+    #: reference ``<registry>/<repository>@sha256:...`` (remote)
     ref: str
 
     def describe(self) -> str:
-        ref = self.ref if self.backend == "local" else _short(self.ref)
+        ref = self.ref if self.backend == "local" or self.kind == "remote" else _short(self.ref)
         return f"{self.backend} {self.kind} {ref} of environment {self.env_id}"
 
 
@@ -107,6 +125,36 @@ def snapshot_item(snap: SnapshotId) -> StoredItem:
     return StoredItem(snap.backend, "snapshot", snap.env_id, snap.ref)
 
 
+def remote_item(snap: SnapshotId) -> StoredItem | None:
+    """The copy of ``snap`` in an OCI registry (kind ``remote``); None when it was not pushed
+    (or was pushed to a snapshot store that is not a registry: that store's owner erases it)."""
+    _check_backend(snap.backend)
+    if not snap.remote or not is_remote_ref(snap.remote):
+        return None
+    return StoredItem(snap.backend, "remote", snap.env_id, snap.remote)
+
+
+def snapshot_items(snap: SnapshotId) -> list[StoredItem]:
+    """Every stored copy of one snapshot: the local one and, when it was pushed, the remote one."""
+    remote = remote_item(snap)
+    return [snapshot_item(snap), *([remote] if remote else [])]
+
+
+def _remote_env_items(snap: SnapshotId) -> list[StoredItem]:
+    """The manifests of ``snap``'s environment in its repository: every tag ``<env_id>-*``
+    and the snap's own remote (by digest, once each)."""
+    own = remote_item(snap)
+    if own is None:
+        return []
+    r = parse_ref(own.ref)
+    client = RegistryClient(r.registry)
+    digests = dict.fromkeys(client.tagged_manifests(r.repository, prefix=f"{snap.env_id}-").values())
+    if client.manifest_digest(r.repository, r.digest) is not None:
+        digests.setdefault(r.digest)
+    return [StoredItem(snap.backend, "remote", snap.env_id, format_ref(r.registry, r.repository, d))
+            for d in digests]
+
+
 def environment_items(snap: SnapshotId, *, client: Any = None) -> list[StoredItem]:
     """Everything stored for the environment that made ``snap`` (any of its snapshots).
 
@@ -115,8 +163,16 @@ def environment_items(snap: SnapshotId, *, client: Any = None) -> list[StoredIte
     (its snapshots and, for a shadow, the base image it was started from; untagged
     ones included) and every container labelled with it (running or not).
     Its shadows are environments of their own (their snapshots name them).
+    When ``snap`` was pushed to an OCI registry: also the manifests of the
+    environment there (kind ``remote``: the tags ``<env_id>-*`` of its
+    repository, and ``snap.remote``). Raises RegistryUnavailable when that
+    registry cannot be reached.
     """
     _check_backend(snap.backend)
+    return _local_env_items(snap, client=client) + _remote_env_items(snap)
+
+
+def _local_env_items(snap: SnapshotId, *, client: Any = None) -> list[StoredItem]:
     if snap.backend == "local":
         snapdir = Path(snap.ref).parent
         items = []
@@ -158,9 +214,73 @@ def read_item(item: StoredItem, *, client: Any = None) -> Iterator[tuple[str, by
     files. Raises :class:`StoredItemNotFound` when the item is gone.
     """
     _check_backend(item.backend)
+    if item.kind == "remote":
+        return _read_remote(item, client)
     if item.backend == "local":
         return _read_dir(item)
     return _read_docker(item, client or _docker_client())
+
+
+def _read_remote(item: StoredItem, client: Any) -> Iterator[tuple[str, bytes]]:
+    """The files of every layer of a manifest in a registry, fetched through its API (one
+    layer in memory at a time; the docker base layers skipped)."""
+    r = parse_ref(item.ref)
+    reg = RegistryClient(r.registry)
+    found = reg.manifest(r.repository, r.digest)
+    if found is None:
+        raise StoredItemNotFound(item)
+    _, media_type, manifest = found
+    if "layers" not in manifest:
+        raise NotSupported(f"{item.describe()}: a {media_type or 'manifest'} without layers (an index?)")
+    layers = list(manifest.get("layers") or [])
+    skip: set[str] = set()
+    if item.backend == "docker":
+        skip = _base_layers_of(reg, r.repository, manifest, layers, client)
+
+    def files() -> Iterator[tuple[str, bytes]]:
+        for layer in layers:
+            digest = layer.get("digest", "")
+            if digest in skip:
+                continue
+            data = reg.blob_bytes(r.repository, digest)
+            if data is None:
+                raise StoredItemNotFound(item)
+            if data[:4] == b"\x28\xb5\x2f\xfd":
+                raise NotSupported(f"{item.describe()}: layer {digest} is zstd-compressed; cannot read it here")
+            if data[:2] == b"\x1f\x8b":
+                mode = "r|gz"
+            elif len(data) >= 512 and data[257:262] == b"ustar":
+                mode = "r|"
+            else:
+                continue  # an empty layer, or not a tar
+            yield from _members(io.BytesIO(data), mode)
+
+    return files()
+
+
+def _base_layers_of(reg: RegistryClient, repository: str, manifest: dict, layers: list[dict],
+                    client: Any) -> set[str]:
+    """The layer blobs of a docker image's manifest that are layers of the offline-built
+    ``unsee-sandbox:*`` images: compared by uncompressed digest (the config's ``diff_ids``)
+    with the local base images' ``RootFS.Layers``. With no daemon to ask, none is skipped:
+    every layer is read (more bytes, never fewer)."""
+    try:
+        client = client or _docker_client()
+        base = {d for img in client.images.list(name="unsee-sandbox")
+                for d in ((img.attrs.get("RootFS") or {}).get("Layers") or [])}
+    except Exception:  # no daemon here: read them all
+        return set()
+    cfg = manifest.get("config") or {}
+    raw = reg.blob_bytes(repository, cfg.get("digest", "")) if cfg.get("digest") else None
+    if raw is None:
+        return set()
+    try:
+        diff_ids = (json.loads(raw).get("rootfs") or {}).get("diff_ids") or []
+    except ValueError:
+        return set()
+    if len(diff_ids) != len(layers):
+        return set()
+    return {layer.get("digest", "") for layer, diff in zip(layers, diff_ids) if diff in base}
 
 
 def _read_dir(item: StoredItem) -> Iterator[tuple[str, bytes]]:
@@ -338,9 +458,20 @@ def delete_item(item: StoredItem, *, client: Any = None) -> bool:
     :class:`StorageInUse` (see the module docstring).
     """
     _check_backend(item.backend)
+    if item.kind == "remote":
+        return _delete_remote(item)
     if item.backend == "local":
         return _delete_dir(item)
     return _delete_docker(item, client or _docker_client())
+
+
+def _delete_remote(item: StoredItem) -> bool:
+    try:
+        r = parse_ref(item.ref)
+    except ValueError:
+        raise StorageRefused(f"refusing to delete {item.ref!r} as a remote item: not "
+                             "<registry>/<repository>@sha256:<digest>") from None
+    return RegistryClient(r.registry).delete_manifest(r.repository, r.digest)
 
 
 def deletion_order(items: Iterable[StoredItem], *, client: Any = None) -> list[StoredItem]:
@@ -351,17 +482,50 @@ def deletion_order(items: Iterable[StoredItem], *, client: Any = None) -> list[S
     images = [i for i in items if i.backend == "docker" and i.kind in ("snapshot", "image")]
     if containers or images:
         images = _newest_first(images, client or _docker_client())
-    dirs = [i for i in items if i not in containers and i not in images]
-    return [*containers, *images, *dirs]
+    remote = [i for i in items if i.kind == "remote"]
+    dirs = [i for i in items if i not in containers and i not in images and i not in remote]
+    return [*containers, *images, *dirs, *remote]
 
 
 def delete_items(items: Iterable[StoredItem], *, client: Any = None) -> list[StoredItem]:
     """Delete several items in :func:`deletion_order`; returns those that were deleted
-    (the first failure raises: use ``deletion_order`` + ``delete_item`` to go on past one)."""
+    (the first failure raises: use ``deletion_order`` + ``delete_item`` to go on past one).
+
+    Remote items are deleted per repository, and then the repository's links to the
+    blobs they referenced that no remaining tagged manifest there references (the blob
+    data stays until :func:`collect_registry_garbage`)."""
     items = list(items)
-    if any(i.backend == "docker" for i in items):
+    if any(i.backend == "docker" and i.kind != "remote" for i in items):
         client = client or _docker_client()
-    return [i for i in deletion_order(items, client=client) if delete_item(i, client=client)]
+    ordered = deletion_order(items, client=client)
+    done = [i for i in ordered if i.kind != "remote" and delete_item(i, client=client)]
+    by_repo: dict[tuple[str, str], list[tuple[StoredItem, str]]] = {}
+    for i in ordered:
+        if i.kind == "remote":
+            try:
+                r = parse_ref(i.ref)
+            except ValueError:
+                raise StorageRefused(f"refusing to delete {i.ref!r} as a remote item: not "
+                                     "<registry>/<repository>@sha256:<digest>") from None
+            by_repo.setdefault((r.registry, r.repository), []).append((i, r.digest))
+    for (registry, repository), pairs in by_repo.items():
+        deleted, _ = delete_manifests(RegistryClient(registry), repository, [d for _, d in pairs])
+        done += [i for i, d in pairs if d in deleted]
+    return done
+
+
+def collect_registry_garbage(registry: str, config: str | os.PathLike[str] | None = None) -> str:
+    """After remote items were deleted: run the registry's garbage-collect when its config
+    is known here (``config``, else ``$UNSEE_REGISTRY_CONFIG``) and say what happened to the
+    blob data, as a sentence for a receipt. RegistryError when the collect itself fails."""
+    config = config or os.environ.get("UNSEE_REGISTRY_CONFIG")
+    if not config:
+        return (f"blob data in {registry} stays until the registry's garbage-collect runs "
+                "(no UNSEE_REGISTRY_CONFIG here)")
+    report = garbage_collect(config)
+    n = sum(1 for line in report.splitlines() if "blob eligible for deletion" in line
+            or "Deleting blob" in line)
+    return f"blobs removed by garbage-collect on {registry} ({n} blob(s) deleted from its storage)"
 
 
 def _newest_first(images: list[StoredItem], client: Any) -> list[StoredItem]:

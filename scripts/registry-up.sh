@@ -5,7 +5,8 @@
 # non-zero on failure.
 #
 # Installs the package when the binary is missing (root only), writes a config with
-# deletes enabled and the storage under a temp dir, and serves it on 127.0.0.1 at a
+# deletes enabled, no blob-descriptor cache (after a garbage-collect a cached descriptor makes
+# the registry accept a push it then cannot serve) and the storage under a temp dir, and serves it on 127.0.0.1 at a
 # free port (loopback: a dockerd pushes to it with no insecure-registry setting).
 # Exports:
 #   UNSEE_TEST_REGISTRY   host:port of the registry (tests give it as Unsee(registry=...))
@@ -38,8 +39,6 @@ storage:
     rootdirectory: $dir/storage
   delete:
     enabled: true
-  cache:
-    blobdescriptor: inmemory
 http:
   addr: 127.0.0.1:$port
 CFG

@@ -2,7 +2,8 @@
 
 The home is ``--home``, else ``$UNSEE_HOME``, else ``./.unsee``; the store is
 ``--store`` (a ``postgresql://`` URL), else ``$UNSEE_STORE``, else SQLite in
-the home. Every error is one line on stderr in unsee's words (a JSON object
+the home; the OCI registry of sandbox snapshots is ``--registry`` (``host:port``),
+else ``$UNSEE_REGISTRY``, else none. Every error is one line on stderr in unsee's words (a JSON object
 with ``--json``; the traceback too with ``--debug``), and every command exits
 by one scheme (``unsee/exit_codes.py``, docs/cli.md "Exit codes"): 0 done;
 1 done, the answer is "no" (a copy remains, a signature is invalid, the target
@@ -26,7 +27,7 @@ from typer._click import exceptions as cx  # typer >= 0.29 bundles its own click
 from rich.console import Console
 from rich.table import Table
 
-from unsee.config import resolve_home, resolve_store
+from unsee.config import resolve_home, resolve_registry, resolve_store
 from unsee.config import version as unsee_version
 from unsee.exit_codes import INTERRUPTED, NO, OK, USAGE, code_for, message_for, one_line, usage_message
 from unsee.middleware.errors import AmbiguousTarget, InvalidArgument, UnseeError
@@ -65,6 +66,7 @@ def _print_version(value: bool) -> None:
 class _State:
     home: Path | None = None
     store: str | None = None
+    registry: str | None = None
     json: bool = False  # (--json anywhere on the line: errors are JSON too)
     debug: bool = False
 
@@ -77,6 +79,8 @@ def _root(
     home: Optional[Path] = typer.Option(None, "--home", help="unsee home (default: $UNSEE_HOME or ./.unsee)"),
     store: Optional[str] = typer.Option(None, "--store", help="records in PostgreSQL: a postgresql:// URL "
                                         "(default: $UNSEE_STORE, else SQLite in the home)"),
+    registry: Optional[str] = typer.Option(None, "--registry", help="sandbox snapshots in an OCI registry: "
+                                           "host:port (default: $UNSEE_REGISTRY, else none)"),
     version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                  help="print the version and exit"),
     debug: bool = typer.Option(False, "--debug", help="log unsee's debug messages and print an error's "
@@ -84,6 +88,7 @@ def _root(
 ) -> None:
     state.home = resolve_home(home)
     state.store = resolve_store(store)
+    state.registry = resolve_registry(registry)  # InvalidArgument (exit 2) for anything but host[:port]
     if debug:
         import logging
 
@@ -103,7 +108,7 @@ def _open(must_exist: bool = True):
     from unsee.core import Unsee
 
     home = _require_home() if must_exist else _home()
-    return Unsee(home=home, store=state.store)
+    return Unsee(home=home, store=state.store, registry=state.registry)
 
 
 def _has_records(home: Path) -> bool:
@@ -304,10 +309,10 @@ def _load_agent(spec: str):
 
 @contextlib.contextmanager
 def _home_env():
-    """While an --agent module loads: $UNSEE_HOME (and $UNSEE_STORE) are this command's, so a
+    """While an --agent module loads: $UNSEE_HOME (and $UNSEE_STORE, $UNSEE_REGISTRY) are this command's, so a
     factory that opens ``Unsee(home=resolve_home())`` (as unsee.demo:agent_factory does)
-    follows --home and --store."""
-    wanted = {"UNSEE_HOME": str(_home()), "UNSEE_STORE": state.store}
+    follows --home, --store and --registry."""
+    wanted = {"UNSEE_HOME": str(_home()), "UNSEE_STORE": state.store, "UNSEE_REGISTRY": state.registry}
     old = {k: os.environ.get(k) for k in wanted}
     for k, v in wanted.items():
         if v is None:
@@ -732,33 +737,67 @@ app.add_typer(receipt_app, name="receipt")
 
 @receipt_app.command("verify")
 def receipt_verify_cmd(
-    path: Path = typer.Argument(..., help="a receipt file (<home>/receipts/<event id>.json)"),
+    receipt: str = typer.Argument(..., metavar="RECEIPT",
+                                  help="a receipt file (<home>/receipts/<event id>.json), or an event id: "
+                                       "looked up in the shared store (--store / $UNSEE_STORE postgresql://...)"),
     target: Optional[str] = typer.Option(None, "--target", help="the erased text: re-run the audit too"),
     agent: Optional[str] = typer.Option(None, "--agent", help="module:attribute of the agent (audit its stores)"),
+    public_key: Optional[Path] = typer.Option(None, "--public-key",
+                                              help="pin this Ed25519 public key (PEM file) instead of the key in use"),
 ) -> None:
-    """Check a receipt's Ed25519 signature (pinned to this home's key) and, with --target,
-    re-run the audit. Exit 1 if the signature is bad or a copy remains."""
-    from unsee.plugins.erasure import verify
+    """Check a receipt's Ed25519 signature, pinned to --public-key, else the key in use
+    ($UNSEE_RECEIPT_KEY, else the shared store's, else this home's receipt.pub) and, with --target,
+    re-run the audit. From any machine: `unsee --store postgresql://... receipt verify EVENT_ID`.
+    Exit 1 if the signature is bad or a copy remains."""
+    from unsee.middleware.sqldb import PostgresDb, is_postgres_url, open_pool, redact_url
+    from unsee.plugins.erasure import public_pem, read_receipt, stored_receipt, trusted_key, verify
     from unsee.wiring import erasure_context
 
-    if not path.is_file():
-        raise cx.BadParameter(f"no receipt file at {path}")
+    path = Path(receipt)
     home = _home()
-    pinned = (home / "receipt.pub").exists()
+    pinned_file = None
+    if public_key is not None:  # (bad input before anything is opened)
+        try:
+            pinned_file = public_pem(public_key.read_text())
+        except (OSError, UnicodeDecodeError, InvalidArgument) as e:
+            raise cx.BadParameter(f"--public-key {public_key}: {e}") from None
     if target:
         compiled, u = _agent_and_unsee(agent)
     else:
-        compiled, u = None, (_open() if pinned else None)
-    receipt, ok, audit = verify(path, erasure_context(u) if u else None, target, compiled)
+        compiled, u = None, None
+    pool = None
+    try:
+        if u is not None and u.store.pool is not None:
+            db = PostgresDb(u.store.pool)
+        elif u is None and is_postgres_url(state.store):  # (no Unsee: nothing made under the home)
+            pool = open_pool(state.store)
+            db = PostgresDb(pool)
+        else:
+            db = None
+        if path.is_file():
+            found = read_receipt(path)
+        elif db is not None and receipt.strip() and "/" not in receipt:
+            found = stored_receipt(db, receipt)
+            if found is None:
+                raise cx.BadParameter(f"no receipt file at {path}, and no receipt of event {receipt!r} "
+                                      f"in the store {redact_url(state.store or '')}")
+        else:
+            raise cx.BadParameter(f"no receipt file at {path}" + ("" if db is not None else
+                                  " (an event id is looked up in a shared store only: --store postgresql://... "
+                                  "or $UNSEE_STORE)"))
+        pinned, key = (pinned_file, f"--public-key {public_key}") if pinned_file else trusted_key(home, db)
+        got, ok, audit = verify(found, erasure_context(u) if u else None, target, compiled, pinned=pinned)
+    finally:
+        if pool is not None:
+            pool.close()
     c = _console()
-    key = f"this home's key ({home / 'receipt.pub'})" if pinned else "the key embedded in it (no receipt.pub in this home to pin it to)"
-    c.print(f"signature: {'valid' if ok else 'INVALID'} against {key} (event {receipt.event_id}, "
-            f"{receipt.created_at:%Y-%m-%d %H:%M:%S} UTC)", soft_wrap=True)
-    for r in receipt.routes:
+    c.print(f"signature: {'valid' if ok else 'INVALID'} against {key} (event {got.event_id}, "
+            f"{got.created_at:%Y-%m-%d %H:%M:%S} UTC)", soft_wrap=True)
+    for r in got.routes:
         c.print(f"  {r.name}: {r.copies_before} -> {r.copies_after} copies ({r.method})", soft_wrap=True)
-    for s, n in (receipt.other_sessions or {}).items():
+    for s, n in (got.other_sessions or {}).items():
         c.print(f"  also held by session {s}, not in this erasure's scope: {n} copies", soft_wrap=True)
-    for line in receipt.unreachable:
+    for line in got.unreachable:
         c.print(f"  not reachable: {line}", soft_wrap=True)
     if audit is not None:
         c.print(_audit_table(audit))

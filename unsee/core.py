@@ -32,13 +32,13 @@ from unsee.middleware.leases import LeaseTable
 from unsee.middleware.processor import ProvenanceSpanProcessor
 from unsee.middleware.recorder import EnvSnapshotter, Recorder
 from unsee.middleware.records import SessionInfo
-from unsee.middleware.sqldb import is_postgres_url
+from unsee.middleware.sqldb import PostgresDb, is_postgres_url
 from unsee.middleware.store import ProvenanceStore
 from unsee.middleware.store_files import ensure_home
 from unsee.middleware.tokens import TokenCounter, counter_for_model, tiktoken_counter
 from unsee.sandbox import Ledger
 
-from .config import DEFAULT_HOME, resolve_home, resolve_store, version
+from .config import DEFAULT_HOME, resolve_home, resolve_registry, resolve_store, version
 
 if TYPE_CHECKING:  # (imported where used: langchain is not needed to open a home and read it)
     from unsee.middleware.hooks import UnseeMiddleware
@@ -98,6 +98,10 @@ class Unsee:
     - ``store``: ``"postgresql://..."`` keeps the provenance store, vault, journals
       and leases in that database, shared by every process and machine on it
       (docs/deployment.md); default ``$UNSEE_STORE``, else SQLite under the home.
+    - ``registry``: ``"host:port"`` of an OCI registry (default ``$UNSEE_REGISTRY``): every
+      sandbox snapshot is pushed there, to the session's own repository ``unsee/s-<keyed
+      hash>``, and any worker restores it from there. Without one, on a PostgreSQL store the
+      local backend's snapshots go to the store and Docker's stay on the machine (logged).
     """
 
     @classmethod
@@ -122,6 +126,7 @@ class Unsee:
         store: str | None = None,
         retention: Any = None,
         on_fork: str = "flag",
+        registry: str | None = None,
     ):
         #: the home's default retention policy (``retention()`` applies it; docs/retention.md)
         self.retention_policy = _retention_policy(retention)  # UnknownRetentionPolicy before anything is made
@@ -129,6 +134,8 @@ class Unsee:
         url = resolve_store(store)
         if url is not None and not is_postgres_url(url):  # (before the home is made: bad input changes nothing)
             raise InvalidStoreUrl(url, "expected 'sqlite' or a postgresql:// URL")
+        #: the OCI registry sandbox snapshots are pushed to (``host:port``; None: none)
+        self.registry = resolve_registry(registry)  # InvalidArgument, before anything is made
         self.home = ensure_home(resolve_home(home))  # HomeNotADirectory
         self.store = ProvenanceStore(self.home, url)  # StoreDamaged, StoreUnavailable
         shared = self.store.shared_key("hash_key")  # one key for every machine on a shared store
@@ -147,7 +154,8 @@ class Unsee:
         if sandbox is not None:
             from unsee.plugins.tools import SessionEnvironments
 
-            self.environments = SessionEnvironments.under_home(self.home, sandbox, sandbox_setup)
+            self.environments = SessionEnvironments.under_home(
+                self.home, sandbox, sandbox_setup, db=self._shared_db(), registry=self.registry, hasher=self.hasher)
             env_snapshotter = env_snapshotter or self.environments.snapshot_for_thread
         # a forget and a run on one session never interleave, in any process using this home
         leases = LeaseTable(self.store.lease_db() or self.home / "leases.sqlite")
@@ -165,6 +173,10 @@ class Unsee:
         #: the IFC interceptor once ``ifc()`` enabled it
         self.ifc_interceptor: Any = None
         atexit.register(self.close)
+
+    def _shared_db(self) -> Any:
+        """unsee's tables in the shared PostgreSQL store (None: SQLite under the home)."""
+        return PostgresDb(self.store.pool) if self.store.pool is not None else None
 
     def _counter_for(self, model: object | None) -> TokenCounter:
         """The given tokenizer, else the model's own (the local model's by default), else tiktoken's."""
@@ -214,7 +226,11 @@ class Unsee:
 
     @cached_property
     def ledger(self) -> Ledger:
-        """The call ledger (``<home>/ledger.sqlite``): external effects fire at most once."""
+        """The call ledger: external effects fire at most once. ``<home>/ledger.sqlite``; with a
+        PostgreSQL store the ``unsee.calls`` table there, shared by every worker on the store
+        (a call fires at most once across processes and machines)."""
+        if self.store.pool is not None:
+            return Ledger.on_postgres(self.store.pool)
         return Ledger(self.home / "ledger.sqlite")
 
     def tool(self, func=None, *, effect: str, sandboxed: bool = False, **kw):
@@ -473,6 +489,8 @@ class Unsee:
             log.debug("tracer provider shutdown failed", exc_info=True)
         self.recorder.leases.close()  # before the store: on PostgreSQL they share its pool
         self.recorder.forks.close()
+        if "ledger" in self.__dict__ and self.ledger.dialect == "postgresql":
+            self.ledger.close()  # (its connections holding calls' locks; the store's pool closes below)
         self.store.close()
         if "keystore" in self.__dict__:  # (opened only if used)
             self.keystore.close()

@@ -8,14 +8,19 @@
    history rewrite journaled (``journal.py``), so a rerun after a crash at any
    step completes the job and the live state is never a tainted checkpoint;
 4. audits every route again — what is *there now*, never what was attempted;
-5. writes a receipt signed with the home's Ed25519 key to
-   ``<home>/receipts/<event id>.json``.
+5. writes a receipt signed with the deployment's Ed25519 key (``receipt.SigningKey.resolve``,
+   checked right after step 1: a bad key changes nothing) to
+   ``<home>/receipts/<event id>.json``, and on a shared PostgreSQL store to its
+   ``erasure_receipts`` table too (``shared.py``), where the journal lives as well: a run
+   interrupted on one machine is finished by a rerun of the event on another.
 
 Re-erasing is idempotent on the receipts folder: when the audit of step 2 finds
 nothing and a receipt of this session and target already says so (the event's
 own, else the forget's), that receipt is the result and nothing is written
-(``ErasureResult.existing``). When something is found again under another event
-id, the new receipt names the forget it belongs to (``Receipt.forget_event``).
+(``ErasureResult.existing``; on a shared store, where another machine wrote it, a copy of
+its file is put under this home's ``receipts/`` so the result's path exists here). When
+something is found again under another event id, the new receipt names the forget it
+belongs to (``Receipt.forget_event``).
 
 ``Eraser(ctx).audit(session, target, agent=...)`` is steps 1's lookup and 4.
 
@@ -47,7 +52,9 @@ from .history import implemented
 from .journal import Journal
 from .owners import attribute_sqlite
 from .ports import ErasureContext
-from .receipt import Receipt, RouteReceipt, SigningKey, receipts_in, sign_receipt, verify_signature, write_receipt
+from .receipt import (Receipt, RouteReceipt, SigningKey, receipts_in, save_receipt, sign_receipt, stored_receipts,
+                      trusted_key, verify_signature, write_receipt)
+from .shared import shared_db
 from .routes import Route, RouteAudit, Scope, prefetch_byte_scans
 from .routes_builtin import build_routes
 from .isolated import is_sqlite_family, scan_isolated
@@ -224,27 +231,31 @@ class Eraser:
             raise InvalidArgument(f"event must be a RevocationEvent, got {type(event).__name__}")
         if not _FILE_SAFE.fullmatch(event_id):  # it names the journal and receipt files
             raise InvalidArgument(f"event_id must be 1-128 letters, digits, '.', '_' or '-', got {event_id!r}")
-        journal = Journal(self.ctx.home / "erasures" / f"{event_id}.json", session)
+        journal = Journal.open(self.ctx.home / "erasures", event_id, session, self.ctx.records)  # (read only)
         scope = self._scope(session, target, event_id, journal)
         if any(scope.holds(t) for t in self.ctx.records.contents(session).values()):
             raise NotForgotten(session)
+        # the key is checked before any step: a bad one (ReceiptKeyInvalid) leaves everything as it was
+        key = SigningKey.resolve(self.ctx.home, shared_db(self.ctx.records))
         # the history swap leaves the thread partial for a moment: no run, in this process or
         # another, may read or write the session meanwhile
         try:
             with self.ctx.runs.exclusive(session) if self.ctx.runs is not None else contextlib.nullcontext():
-                return self._erase(scope, event_id, journal, agent)
+                return self._erase(scope, event_id, journal, agent, key)
         except UnseeError:
             raise
         except Exception as e:  # a service failed part-way: typed; the journal lets a rerun finish
             raise ErasureInterrupted(session, event_id, e) from e
 
-    def _erase(self, scope: Scope, event_id: str, journal: Journal, agent: Any) -> ErasureResult:
+    def _erase(self, scope: Scope, event_id: str, journal: Journal, agent: Any, key: SigningKey) -> ErasureResult:
         routes = self._routes(scope, agent)
         before = self._audit(scope, routes, agent)
-        forget_event, earlier = self._earlier_receipts(scope, event_id)
+        forget_event, earlier = self._earlier_receipts(scope, event_id, key.public_pem())
         if before.clean and not journal.pending:  # (a pending run's steps may still be half done)
             for path, receipt in earlier:
                 if _still_says(receipt, before):
+                    if not path.exists():  # another machine wrote it (shared store): its file here too
+                        write_receipt(receipt, path)
                     return ErasureResult(receipt, path, before, before, {}, existing=True)
         notes: dict[str, list[str]] = {}
         timings: dict[str, float] = {}
@@ -254,13 +265,14 @@ class Eraser:
             notes[route.name] = route.erase(scope)
             timings[route.name] = time.perf_counter() - t0
         after = self._audit(scope, routes, agent)
-        receipt = self._receipt(scope, routes, before, after, notes, forget_event)
+        receipt = self._receipt(scope, routes, before, after, notes, forget_event, key)
         path = self.ctx.home / "receipts" / f"{event_id}.json"
-        write_receipt(receipt, path)
+        save_receipt(receipt, path, shared_db(self.ctx.records))
         journal.set(state="done")
         return ErasureResult(receipt, path, before, after, notes, timings)
 
-    def _earlier_receipts(self, scope: Scope, event_id: str) -> tuple[str | None, list[tuple[Path, Receipt]]]:
+    def _earlier_receipts(self, scope: Scope, event_id: str,
+                          pinned: str | None) -> tuple[str | None, list[tuple[Path, Receipt]]]:
         """(the forget a new receipt of ``event_id`` belongs to, the earlier receipts a clean
         re-erasure may stand on, in the order they are tried).
 
@@ -268,10 +280,11 @@ class Eraser:
         itself and stands only on its own receipt. Another event (``unsee erase`` makes a new id
         each time) stands on its own receipt, then the receipts of this session and target
         (keyed hash) whose event is a forget, then any other, newest first; it belongs to the
-        forget the first of them names or is. Only receipts the home's key signed count."""
+        forget the first of them names or is. Only receipts ``pinned`` (the key in use) signed count.
+
+        On a shared store the store's receipts are read (every machine's), then this home's
+        files of events the store does not hold (written before it held receipts)."""
         folder = self.ctx.home / "receipts"
-        pub = self.ctx.home / "receipt.pub"
-        pinned = pub.read_text() if pub.exists() else None
         forgets = {e for e, _, state, _ in self.ctx.records.commits_of(scope.session) if state == "done"}
         target_hash = self.ctx.hasher.hash(scope.target)
 
@@ -279,7 +292,13 @@ class Eraser:
             return (receipt.sessions == [scope.session] and receipt.target_hash == target_hash
                     and receipt.subject is None and verify_signature(receipt, trusted_public_pem=pinned))
 
-        found = [(p, r) for p, r in receipts_in(folder) if ours(r)]
+        db = shared_db(self.ctx.records)
+        everywhere = [(folder / f"{r.event_id}.json", r) for r in stored_receipts(db, [scope.session])] \
+            if db is not None else []
+        held = {r.event_id for _, r in everywhere}
+        local = [(p, r) for p, r in receipts_in(folder) if p.stem not in held]
+        found = sorted([(p, r) for p, r in everywhere + local if ours(r)], key=lambda pr: pr[1].created_at,
+                       reverse=True)
         own = [(p, r) for p, r in found if p.stem == event_id]
         if event_id in forgets:
             return None, own
@@ -291,7 +310,8 @@ class Eraser:
         return belongs, ordered
 
     def _receipt(self, scope: Scope, routes: list[Route], before: AuditReport, after: AuditReport,
-                 notes: dict[str, list[str]], forget_event: str | None = None) -> Receipt:
+                 notes: dict[str, list[str]], forget_event: str | None = None,
+                 key: SigningKey | None = None) -> Receipt:
         rows = []
         owned = [[Path(p) for p in route.files(scope) if Path(p).is_file()] for route in routes]
         # every route's SQLite files digested in one child process
@@ -307,7 +327,7 @@ class Eraser:
                                      notes=[*notes.get(route.name, []), *a.notes]
                                      + ([f"{a.source_copies} copies in files the sandbox held before the "
                                          "agent ran (the source, kept)"] if a.source_copies else [])))
-        key = SigningKey.load_or_create(self.ctx.home)
+        key = key or SigningKey.resolve(self.ctx.home, shared_db(self.ctx.records))
         receipt = Receipt(unsee_version=self.ctx.version, event_id=scope.event_id or "",
                           target_hash=self.ctx.hasher.hash(scope.target), sessions=[scope.session],
                           routes=rows, unreachable=after.unreachable, created_at=datetime.now(timezone.utc),
@@ -326,15 +346,17 @@ def _still_says(receipt: Receipt, now: AuditReport) -> bool:
             and set(receipt.unreachable) <= set(now.unreachable))
 
 
-def verify(path: Path, ctx: ErasureContext | None = None, target: str | None = None, agent: Any = None):
-    """(receipt, signature ok, audit now or None): check a receipt file's signature (pinned to
-    the home's key when ``ctx`` is given); with the target, re-run the audit."""
+def verify(path: Path | Receipt, ctx: ErasureContext | None = None, target: str | None = None, agent: Any = None,
+           *, pinned: str | None = None):
+    """(receipt, signature ok, audit now or None): check a receipt's signature (a file, or a
+    receipt read from the shared store) pinned to ``pinned``, else with ``ctx`` to the key in
+    use there (``receipt.trusted_key``: ``$UNSEE_RECEIPT_KEY``, the shared store's, the home's);
+    with the target, re-run the audit."""
     from .receipt import read_receipt, verify_signature
 
-    receipt = read_receipt(path)
-    pinned = None
-    if ctx is not None and (ctx.home / "receipt.pub").exists():
-        pinned = (ctx.home / "receipt.pub").read_text()
+    receipt = path if isinstance(path, Receipt) else read_receipt(path)
+    if pinned is None and ctx is not None:
+        pinned = trusted_key(ctx.home, shared_db(ctx.records))[0]
     ok = verify_signature(receipt, trusted_public_pem=pinned)
     audit = None
     if ctx is not None and target is not None:

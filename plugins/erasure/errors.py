@@ -18,12 +18,14 @@ class ReceiptInvalid(UnseeError, ValueError):
 
 
 class ReceiptKeyInvalid(UnseeError, ValueError):
-    """The home's receipt signing key file exists but is not an Ed25519 private key."""
+    """A receipt signing key is not an Ed25519 private key: the home's ``receipt.key``, the file
+    ``$UNSEE_RECEIPT_KEY`` names (or no file there), or the key a shared store holds."""
 
-    def __init__(self, path: str | os.PathLike, reason: str):
+    def __init__(self, path: str | os.PathLike, reason: str, hint: str | None = None):
         super().__init__(
             f"the receipt signing key {os.fspath(path)} is unusable ({reason}); nothing was changed: "
-            "restore it from a backup, or move it away to create a new key (old receipts keep their embedded key)"
+            + (hint or "restore it from a backup, or move it away to create a new key "
+                       "(old receipts keep their embedded key)")
         )
         self.path = os.fspath(path)
         self.reason = reason

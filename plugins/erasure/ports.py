@@ -35,12 +35,13 @@ class Records(Protocol):
 class CallLedger(Protocol):
     """The call ledger: records of real tool executions (the fact stays, the text can go)."""
 
-    path: Path
+    #: its SQLite file; None when it lives on a database server (PostgreSQL: ``unsee.calls``)
+    path: Path | None
 
     def redact(self, select: Callable[[Any], bool], digest: Callable[[str], str],
                *, session: str | None = None) -> list[str]: ...
     def calls(self, *, session: str | None = None) -> list[Any]: ...
-    def vacuum(self) -> None: ...
+    def vacuum(self) -> bool: ...
 
 
 class Environments(Protocol):

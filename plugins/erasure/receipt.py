@@ -5,6 +5,12 @@ A receipt names the target only by a keyed hash. Its signature covers
 JSON), and the receipt embeds the public key, so anyone can check it was not
 changed; pinning the home's key (``trusted_public_pem``) also checks who
 signed it.
+
+The signing key (:meth:`SigningKey.resolve`): the PEM file ``$UNSEE_RECEIPT_KEY`` names,
+else on a shared PostgreSQL store the key held there (``shared.py``: made once, by the
+first worker that signs), else ``<home>/receipt.key``. ``<home>/receipt.pub`` is the public
+key in use. On a shared store every receipt is also a row of the store (:func:`save_receipt`),
+so any worker finds and verifies it (:func:`stored_receipt`).
 """
 
 from __future__ import annotations
@@ -23,11 +29,20 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError, field_validator
 
 from unsee.middleware.errors import InvalidArgument
+from unsee.middleware.sqldb import Db
 from unsee.plugins.erasure.errors import ReceiptInvalid, ReceiptKeyInvalid
+
+from . import shared
 
 RECEIPT_VERSION = 1
 KEY_FILE = "receipt.key"
 PUB_FILE = "receipt.pub"
+#: the environment variable naming a PEM Ed25519 private key file every worker signs with
+KEY_ENV = "UNSEE_RECEIPT_KEY"
+_ENV_HINT = (f"point ${KEY_ENV} at an Ed25519 private key in PEM (openssl genpkey -algorithm ed25519 "
+             f"-out receipt.key), or unset it")
+_STORE_HINT = (f"the store's unsee_meta row {shared.KEY_NAME!r} was changed outside unsee: restore it, or delete "
+               "the row to make a new key (old receipts keep their embedded key)")
 
 
 def _atomic_write(path: Path, data: bytes, mode: int) -> None:
@@ -45,11 +60,72 @@ def _atomic_write(path: Path, data: bytes, mode: int) -> None:
         tmp.unlink(missing_ok=True)
 
 
-class SigningKey:
-    """The home's Ed25519 receipt signing key."""
+def _private_key(data: bytes, where: str | os.PathLike, hint: str | None = None) -> Ed25519PrivateKey:
+    """The Ed25519 private key PEM ``data`` holds; ReceiptKeyInvalid naming ``where`` if none."""
+    try:
+        key = serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
+        raise ReceiptKeyInvalid(where, str(exc) or type(exc).__name__, hint) from exc
+    if not isinstance(key, Ed25519PrivateKey):
+        raise ReceiptKeyInvalid(where, f"a {type(key).__name__}, not an Ed25519 key", hint)
+    return key
 
-    def __init__(self, private_key: Ed25519PrivateKey):
+
+def _new_pem() -> bytes:
+    return Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+
+
+class SigningKey:
+    """An Ed25519 receipt signing key; ``where`` says which (for messages)."""
+
+    def __init__(self, private_key: Ed25519PrivateKey, where: str = KEY_FILE):
         self._key = private_key
+        self.where = where
+
+    @classmethod
+    def resolve(cls, home: str | os.PathLike, db: Db | None = None) -> SigningKey:
+        """The key erasures of ``home`` sign with: ``$UNSEE_RECEIPT_KEY``'s file, else the key of
+        the shared store ``db`` (made there by the first worker that asks), else ``home/receipt.key``
+        (:meth:`load_or_create`). Writes ``home/receipt.pub`` with its public key. A bad key is
+        ReceiptKeyInvalid naming it, raised before anything is written."""
+        key = cls.from_env()
+        if key is None and db is not None:
+            key = cls.from_store(db, create=True)
+        if key is None:
+            return cls.load_or_create(home)
+        key._write_pub(Path(home))
+        return key
+
+    @classmethod
+    def from_env(cls) -> SigningKey | None:
+        """The key of the PEM file ``$UNSEE_RECEIPT_KEY`` names (None when it is unset or empty);
+        a missing, unreadable or non-Ed25519 file is ReceiptKeyInvalid naming it."""
+        path = os.environ.get(KEY_ENV)
+        if not path:
+            return None
+        try:
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            raise ReceiptKeyInvalid(path, exc.strerror or type(exc).__name__, _ENV_HINT) from None
+        return cls(_private_key(data, path, _ENV_HINT), where=f"${KEY_ENV} ({path})")
+
+    @classmethod
+    def from_store(cls, db: Db, create: bool = False) -> SigningKey | None:
+        """The shared store's key (``create``: made and stored when there is none, the first
+        writer's kept); None when there is none and ``create`` is False."""
+        pem = shared.stored_key(db, (lambda: _new_pem().decode("ascii")) if create else None)
+        if pem is None:
+            return None
+        return cls(_private_key(pem.encode("ascii"), f"unsee_meta[{shared.KEY_NAME!r}] of the store", _STORE_HINT),
+                   where="the shared store's key")
+
+    def _write_pub(self, home: Path) -> None:
+        pub = home / PUB_FILE
+        public = self.public_pem().encode("ascii")
+        if not pub.exists() or pub.read_bytes() != public:
+            home.mkdir(parents=True, exist_ok=True)
+            _atomic_write(pub, public, 0o644)
 
     @classmethod
     def load_or_create(cls, home: str | os.PathLike) -> SigningKey:
@@ -63,9 +139,7 @@ class SigningKey:
         path = home / KEY_FILE
         if not path.exists():
             home.mkdir(parents=True, exist_ok=True)
-            pem = Ed25519PrivateKey.generate().private_bytes(
-                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-            )
+            pem = _new_pem()
             tmp = path.with_name(f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             try:
@@ -78,17 +152,8 @@ class SigningKey:
                 pass
             finally:
                 tmp.unlink(missing_ok=True)
-        try:
-            key = serialization.load_pem_private_key(path.read_bytes(), password=None)
-        except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
-            raise ReceiptKeyInvalid(path, str(exc) or type(exc).__name__) from exc
-        if not isinstance(key, Ed25519PrivateKey):
-            raise ReceiptKeyInvalid(path, f"a {type(key).__name__}, not an Ed25519 key")
-        signing = cls(key)
-        pub = home / PUB_FILE
-        public = signing.public_pem().encode("ascii")
-        if not pub.exists() or pub.read_bytes() != public:
-            _atomic_write(pub, public, 0o644)
+        signing = cls(_private_key(path.read_bytes(), path), where=f"this home's key ({path})")
+        signing._write_pub(home)
         return signing
 
     def public_pem(self) -> str:
@@ -195,6 +260,15 @@ def _raw_public(pem: str) -> bytes:
     return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
+def public_pem(pem: str) -> str:
+    """``pem`` when it is an Ed25519 public key (PEM SubjectPublicKeyInfo); InvalidArgument if not."""
+    try:
+        _raw_public(pem)
+    except (ValueError, UnsupportedAlgorithm) as exc:
+        raise InvalidArgument(f"not an Ed25519 public key in PEM: {exc}") from None
+    return pem
+
+
 def sign_receipt(receipt: Receipt, key: SigningKey) -> Receipt:
     """A copy of ``receipt`` signed with ``key``; its ``public_key`` must be that key's (InvalidArgument if not)."""
     try:
@@ -240,7 +314,56 @@ def write_receipt(receipt: Receipt, path: str | os.PathLike) -> None:
     """Write the receipt as indented JSON, atomically, mode 0644 (creating the parent folder)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write(path, (receipt.model_dump_json(indent=2) + "\n").encode("utf-8"), 0o644)
+    _atomic_write(path, _text(receipt).encode("utf-8"), 0o644)
+
+
+def _text(receipt: Receipt) -> str:
+    return receipt.model_dump_json(indent=2) + "\n"
+
+
+def save_receipt(receipt: Receipt, path: str | os.PathLike, db: Db | None = None) -> None:
+    """Write the receipt to the shared store ``db`` (a row keyed by its event id, replacing an
+    earlier one of that event), then to the file ``path`` of this machine (:func:`write_receipt`)."""
+    if db is not None:
+        shared.write_receipt_row(db, receipt.event_id, json.dumps(receipt.sessions), _text(receipt),
+                                 int(receipt.created_at.timestamp() * 1e9))
+    write_receipt(receipt, path)
+
+
+def stored_receipt(db: Db, event_id: str) -> Receipt | None:
+    """The receipt of ``event_id`` in the shared store (None when it holds none; ReceiptInvalid
+    when the row does not read as a receipt). Makes no table."""
+    if not shared.has_tables(db):
+        return None
+    text = shared.read_receipt_row(db, event_id)
+    return None if text is None else _parse(text, f"erasure_receipts[{event_id!r}] of the store")
+
+
+def stored_receipts(db: Db, sessions: list[str] | None = None) -> list[Receipt]:
+    """Every receipt in the shared store that reads as one (of exactly ``sessions`` when
+    given), newest first; like :func:`receipts_in`, a row that does not read is left out."""
+    out = []
+    for event_id, text in shared.receipt_rows(db, None if sessions is None else json.dumps(sessions)):
+        try:
+            out.append(_parse(text, event_id))
+        except ReceiptInvalid:
+            continue
+    return sorted(out, key=lambda r: r.created_at, reverse=True)
+
+
+def trusted_key(home: str | os.PathLike | None, db: Db | None = None) -> tuple[str | None, str]:
+    """(the public key PEM a receipt of this deployment is pinned to, which key that is), in
+    the order :meth:`SigningKey.resolve` signs with: ``$UNSEE_RECEIPT_KEY``, the shared store's
+    key, ``home/receipt.pub``; (None, ...) when there is none. Creates nothing."""
+    key = SigningKey.from_env()
+    if key is None and db is not None:
+        key = SigningKey.from_store(db)
+    if key is not None:
+        return key.public_pem(), key.where
+    pub = Path(home) / PUB_FILE if home is not None else None
+    if pub is not None and pub.exists():
+        return pub.read_text(), f"this home's key ({pub})"
+    return None, "the key embedded in it (no key to pin it to: no receipt.pub in this home, no shared key)"
 
 
 def read_receipt(path: str | os.PathLike) -> Receipt:
@@ -250,12 +373,16 @@ def read_receipt(path: str | os.PathLike) -> Receipt:
         data = path.read_bytes()
     except FileNotFoundError:
         raise FileNotFoundError(f"no erasure receipt at {path}") from None
+    return _parse(data, path)
+
+
+def _parse(data: bytes | str, where: str | os.PathLike) -> Receipt:
     try:
         return Receipt.model_validate_json(data)
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_input=False)
         reason = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'document'}: {e['msg']}" for e in errors[:5])
-        raise ReceiptInvalid(reason, path) from None
+        raise ReceiptInvalid(reason, where) from None
 
 
 def receipts_in(folder: str | os.PathLike) -> list[tuple[Path, Receipt]]:

@@ -244,9 +244,11 @@ def _size(saver: Any) -> int | None:
     return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
 
 
-def _journal(home: Path, thread: str) -> Journal:
+def _journal(ctx: Any, thread: str) -> Journal:
+    """The thread's retention journal: ``<home>/erasures/retention-<hash>.json``, or on a shared
+    store its row of ``erasure_journals`` (a rewrite interrupted on one machine, finished on another)."""
     name = hashlib.sha256(thread.encode()).hexdigest()[:16]
-    return Journal(Path(home) / "erasures" / f"retention-{name}.json", thread)
+    return Journal.open(Path(ctx.home) / "erasures", f"retention-{name}", thread, getattr(ctx, "records", None))
 
 
 def _compact(saver: Any) -> str | None:
@@ -275,7 +277,7 @@ def apply_retention(ctx: Any, agent: Any, thread: str, policy: Any, *, now: date
 
 
 def _apply(ctx: Any, saver: Any, thread: str, policy: RetentionPolicy, now: datetime | None) -> RetentionRecord:
-    journal = _journal(ctx.home, thread)
+    journal = _journal(ctx, thread)
     stage = f"{thread}{STAGE_MARK}{hashlib.sha256(thread.encode()).hexdigest()[:8]}"
     bytes_before = _size(saver)
     if journal.get("state") in ("swapping", "swapped"):

@@ -180,7 +180,8 @@ class CheckpointHistoryRoute(Route):
 
     def _journal(self, scope: Scope) -> Journal:
         name = hashlib.sha256(scope.session.encode()).hexdigest()[:16]
-        return Journal(self.journals / f"history-{name}.json", scope.session)
+        # a row of the shared store's erasure_journals when the records are on PostgreSQL
+        return Journal.open(self.journals, f"history-{name}", scope.session, self.records)
 
     def _pending(self, scope: Scope) -> list[tuple[str, str, dict | None]]:
         """(event id, scratch thread, fork point) of every committed replay of the session whose

@@ -101,7 +101,8 @@ class LedgerRoute(Route):
         self.hasher = hasher
 
     def files(self, scope: Scope | None = None) -> list[Path]:
-        return sqlite_route_files([self.ledger.path])
+        # (a ledger on a database server has no file of ours: its rows are audited as values)
+        return sqlite_route_files([self.ledger.path]) if self.ledger.path is not None else []
 
     def _holds(self, scope: Scope):
         return lambda rec: any(scope.holds(t) for t in (rec.args_json, rec.result_json or "", rec.error or ""))
@@ -110,28 +111,42 @@ class LedgerRoute(Route):
         out = self._audit()
         # the scope's calls count; another session's are that session's (their bytes in the
         # ledger file are attributed to it by owners.py; erase() still redacts them: below)
-        out.value_copies = sum(1 for rec in self.ledger.calls() if self._holds(scope)(rec)
-                               and owner_of(rec.session) == scope.session)
-        out.add_files(self.files(), scope)
+        holds = self._holds(scope)
+        records = [rec for rec in self.ledger.calls() if holds(rec)]
+        out.value_copies = sum(1 for rec in records if owner_of(rec.session) == scope.session)
+        if self.ledger.path is not None:
+            out.add_files(self.files(), scope)
+        else:  # a database server: no bytes to read; other sessions' calls are listed as theirs
+            for rec in records:
+                if owner_of(rec.session) != scope.session:
+                    out.add_other(owner_of(rec.session), "the call ledger (stored texts)", 1)
         return out
+
+    def _vacuum_notes(self) -> list[str]:
+        complete = self.ledger.vacuum()
+        if self.ledger.path is None:  # PostgreSQL: the table rewritten
+            return ["unsee.calls: rows rewritten, VACUUM FULL"]
+        return ["ledger.sqlite: WAL truncated, free pages vacuumed" if complete
+                else "ledger.sqlite: WAL not fully truncated (another connection holds a read lock)"]
 
     def erase_subject(self, subject: SubjectScope) -> list[str]:
         """The subject's calls lose their text (arguments, results, errors -> keyed hashes); the
         fact of each call stays, so a real side effect is still never fired twice."""
         ids = self.ledger.redact(lambda rec: subject.owns(rec.session), self.hasher.hash)
-        complete = self.ledger.vacuum()
-        return [f"{len(ids)} call records redacted (facts kept as keyed hashes)",
-                "ledger.sqlite: WAL truncated, free pages vacuumed" if complete
-                else "ledger.sqlite: WAL not fully truncated (another connection holds a read lock)"]
+        return [f"{len(ids)} call records redacted (facts kept as keyed hashes)"] + self._vacuum_notes()
 
     def erase(self, scope: Scope) -> list[str]:
         # Every session, not only this one: a call of another session that holds the target
         # is a copy of it too (the ledger keeps the fact, never needs the text).
         ids = self.ledger.redact(self._holds(scope), self.hasher.hash)
-        complete = self.ledger.vacuum()
-        return ([f"{len(ids)} call records redacted"] if ids else []) + [
-            "ledger.sqlite: WAL truncated, free pages vacuumed" if complete
-            else "ledger.sqlite: WAL not fully truncated (another connection holds a read lock)"]
+        return ([f"{len(ids)} call records redacted"] if ids else []) + self._vacuum_notes()
+
+    def unreachable(self) -> list[str]:
+        if self.ledger.path is not None:
+            return []
+        return ["PostgreSQL WAL segments, WAL archives, backups and replicas of the call ledger "
+                "(unsee.calls: texts redacted and the table rewritten; what the server copied elsewhere "
+                "before is not)"]
 
 
 class ExportsRoute(Route):

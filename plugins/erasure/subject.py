@@ -8,7 +8,8 @@ signed receipt (GDPR Art. 17's "delete everything about me"; the seed's ``erase_
 2. takes keyed fingerprints of the texts recorded in the subject's sessions (the vault
    knows them, before they are deleted; ``subject_plan.Fingerprinter``), audits every route
    for the target strings and the fingerprints (the receipt's *before*), and journals the
-   plan (``<home>/erasures/<id>.json``: ids, counts and fingerprints, never a text);
+   plan (``<home>/erasures/<id>.json``, on a shared store a row of its ``erasure_journals``:
+   ids, counts and fingerprints, never a text);
 3. runs :meth:`Route.erase_subject` route by route, in the eraser's route order, each step
    journaled as done, so a rerun after a crash at any step finishes the rest: threads
    deleted with their scratch/staging threads and keys, namespaces deleted atomically under
@@ -16,8 +17,8 @@ signed receipt (GDPR Art. 17's "delete everything about me"; the seed's ``erase_
    dropped, the sessions' calls redacted to keyed hashes, their exports and sandboxes
    deleted, and WAL/free pages scrubbed;
 4. audits every route again — what is there now — and signs ONE receipt
-   (``<home>/receipts/<id>.json``) naming each route with before/after counts and what
-   could not be reached.
+   (``<home>/receipts/<id>.json``, and a row of the shared store's ``erasure_receipts``)
+   naming each route with before/after counts and what could not be reached.
 
 Copies inside other sessions' live rows are theirs (``owners.py``): listed, never counted,
 never touched.
@@ -42,11 +43,12 @@ from .forms import target_forms
 from .journal import Journal
 from .owners import attribute_sqlite, main_file, owner_of
 from .ports import ErasureContext
-from .receipt import Receipt, SigningKey, SubjectFacts, sign_receipt, write_receipt
+from .receipt import Receipt, SigningKey, SubjectFacts, save_receipt, sign_receipt
 from .routes import Route, RouteAudit, Scope, SubjectScope, prefetch_byte_scans
 from .routes_langgraph import CheckpointHistoryRoute, MemoryStoreRoute, _all_items
 from .routes_records import LedgerRoute, RecordsRoute
 from .routes_sandbox import SandboxRoute
+from .shared import shared_db
 from .subject_plan import Fingerprinter, Selection, SubjectNotFound, in_namespaces, plan, selection
 
 PLANNED, DONE = "planned", "done"
@@ -91,16 +93,18 @@ class SubjectEraser:
               subject: Any = None) -> SubjectErasureResult:
         sel = selection(threads, namespaces, targets, subject)  # InvalidArgument: nothing touched
         eid = sel.erasure_id(self.ctx.hasher.hash)
-        journal = Journal(self.ctx.home / "erasures" / f"{eid}.json", eid)  # (read only until a step is taken)
+        # (read only until a step is taken)
+        journal = Journal.open(self.ctx.home / "erasures", eid, eid, self.ctx.records)
         unknown = list(self._unknown(sel, agent, journal))
         if unknown:
             raise SubjectNotFound(unknown)
+        key = SigningKey.resolve(self.ctx.home, shared_db(self.ctx.records))  # ReceiptKeyInvalid: nothing done
         try:
             with contextlib.ExitStack() as stack:
                 if self.ctx.runs is not None:  # no run of this process on the subject's threads meanwhile
                     for t in sel.threads:
                         stack.enter_context(self.ctx.runs.exclusive(t))
-                return self._erase(sel, eid, journal, agent)
+                return self._erase(sel, eid, journal, agent, key)
         except UnseeError:
             raise
         except Exception as e:  # a service failed part-way: typed; the journal lets a rerun finish
@@ -116,7 +120,7 @@ class SubjectEraser:
         target = target or eid
         return Scope(thread or (sel.threads[0] if sel.threads else eid), target, target_forms(target), eid)
 
-    def _erase(self, sel: Selection, eid: str, journal: Journal, agent: Any) -> SubjectErasureResult:
+    def _erase(self, sel: Selection, eid: str, journal: Journal, agent: Any, key: SigningKey) -> SubjectErasureResult:
         routes = self._routes(sel, eid, agent)
         if journal.get("state") in (None, DONE):
             sessions = plan(sel, eid, self.ctx.records.sessions_like(""), [r.name for r in routes]).sessions
@@ -142,9 +146,9 @@ class SubjectEraser:
         before_counts = journal.get("before") or {}
         before = AuditReport(eid, [_counted(r.name, before_counts.get(r.name, 0)) for r in routes],
                              list(journal.get("unreachable") or []))
-        receipt = self._receipt(sel, eid, routes, before, after, notes, len(fps))
+        receipt = self._receipt(sel, eid, routes, before, after, notes, len(fps), key)
         path = self.ctx.home / "receipts" / f"{eid}.json"
-        write_receipt(receipt, path)
+        save_receipt(receipt, path, shared_db(self.ctx.records))
         journal.set(state=DONE)
         return SubjectErasureResult(receipt, path, before, after, notes)
 
@@ -247,16 +251,16 @@ class SubjectEraser:
             out.value_copies += n
 
     def _receipt(self, sel: Selection, eid: str, routes: list[Route], before: AuditReport, after: AuditReport,
-                 notes: dict[str, list[str]], fingerprints: int) -> Receipt:
+                 notes: dict[str, list[str]], fingerprints: int, key: SigningKey) -> Receipt:
         # the eraser's receipt (files digested, routes' rows), then made the subject's and signed again
-        base = Eraser(self.ctx)._receipt(self._scope(sel, eid, None), routes, before, after, notes)
+        base = Eraser(self.ctx)._receipt(self._scope(sel, eid, None), routes, before, after, notes, key=key)
         h = self.ctx.hasher.hash
         facts = SubjectFacts(subject_hash=h(sel.subject) if sel.subject else None,
                              namespace_hashes=[h("/".join(ns)) for ns in sel.namespaces],
                              target_hashes=[h(t) for t in sel.targets], fingerprints=fingerprints)
         receipt = base.model_copy(update={"sessions": list(sel.threads), "subject": facts, "signature": None,
                                           "target_hash": h(sel.subject or eid)})
-        return sign_receipt(receipt, SigningKey.load_or_create(self.ctx.home))
+        return sign_receipt(receipt, key)
 
 
 def _counted(route: str, copies: int) -> RouteAudit:

@@ -46,12 +46,18 @@ def commit(ctx: ForgetContext, agent: Any, plan: ReplayPlan, outcome: ReplayOutc
            event: RevocationEvent) -> None:
     """Replace the session's state, store items and records with the counterfactual ones."""
     session = plan.session_id
+    # The sandbox's new state is snapshotted before the commit begins (a failure here, e.g. the
+    # Docker daemon gone, begins nothing) and its key goes into the journal row: a roll-forward in
+    # another process, on another machine, makes it the session's sandbox (the shadow itself dies
+    # with the process that ran the replay).
+    sandbox = ctx.environments.settle_replay(outcome.scratch) if ctx.environments is not None else None
     ctx.records.begin_commit(event.event_id, session, outcome.scratch, outcome.since_ns,
                              payload=json.dumps({"overlay": _overlay_payload(outcome.overlay),
                                                  "fork_seq": plan.fork_seq,
                                                  # where the scratch thread was forked (erasure rewrites
                                                  # the history as this prefix + the scratch suffix)
-                                                 "fork": fork_point(plan)}))
+                                                 "fork": fork_point(plan),
+                                                 "sandbox": sandbox}))
     faults.point("commit:begin")
     try:
         finish_commit(ctx, agent, session, event.event_id, fresh=True)
@@ -99,8 +105,9 @@ def finish_commit(ctx: ForgetContext, agent: Any, session: str, event_id: str, *
             StoreOverlay({(tuple(ns), key): value for ns, key, value in data["overlay"]}).apply(store.inner)
         store.end_overlay(scratch)
     if ctx.environments is not None:
-        # The restored shadow becomes the session's sandbox (lost only if this process died).
-        ctx.environments.end_replay(scratch, commit=True)
+        # The restored shadow becomes the session's sandbox: this process's shadow, else (the
+        # process that replayed died) the snapshot settled before the commit began.
+        ctx.environments.end_replay(scratch, commit=True, session=session, final=data.get("sandbox"))
     ctx.records.replace_journal(session, scratch, int(data.get("fork_seq", 0)))
     faults.point("commit:store")
     ctx.runs.forget_state(session)

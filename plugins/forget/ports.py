@@ -78,7 +78,18 @@ class SnapshotEnvironments(Protocol):
     """Per-session sandboxes: a replay runs in a shadow restored to a snapshot; commit keeps it."""
 
     def begin_replay(self, scratch: str, session: str, snapshot_id: str | None) -> Any: ...
-    def end_replay(self, scratch: str, commit: bool) -> None: ...
+
+    def settle_replay(self, scratch: str) -> str | None:
+        """Snapshot the replay's shadow as the session's next state (off the machine when a
+        registry or shared store is configured); its key, written into the commit's journal row
+        so that any process rolling the commit forward makes it the session's sandbox."""
+        ...
+
+    def end_replay(self, scratch: str, commit: bool, *, session: str | None = None,
+                   final: str | None = None) -> None:
+        """Keep (commit) or drop the replay's shadow. ``final``: the ``settle_replay`` key; a
+        process that never ran the replay (a roll-forward elsewhere) makes it ``session``'s latest."""
+        ...
 
 
 class Revoker(Protocol):

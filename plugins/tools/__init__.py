@@ -8,7 +8,11 @@ effect) and the sandbox (environments, the call ledger):
   (``read`` / ``write`` / ``external``) and route calls through a
   :class:`~unsee.sandbox.Ledger`.
 - :mod:`.environments` — :class:`SessionEnvironments`, one sandbox
-  environment per session, snapshotted at checkpoints, shadowed for replays.
+  environment per session, snapshotted at checkpoints, shadowed for replays;
+  :mod:`.catalog` — where their snapshots are recorded (a JSON file under the
+  home, or rows of a shared PostgreSQL store); :mod:`.snapshot_store` — the
+  local backend's snapshots kept in that store; :mod:`.errors` —
+  :class:`SnapshotElsewhere`.
 
 :func:`effect_of` and :data:`EFFECT_KEY` are the recording core's
 (:mod:`unsee.middleware.tools`), re-exported here for convenience.
@@ -32,6 +36,15 @@ _EXPORTS = {
     "sandbox_command_tool": ".effects",
     "unsee_tool": ".effects",
     "SessionEnvironments": ".environments",
+    "session_repository": ".environments",
+    "SnapshotElsewhere": ".errors",
+    "Catalog": ".catalog",
+    "CatalogState": ".catalog",
+    "JsonCatalog": ".catalog",
+    "StoreCatalog": ".catalog",
+    "home_label": ".catalog",
+    "StoreSnapshotStore": ".snapshot_store",
+    "is_store_ref": ".snapshot_store",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -263,6 +263,11 @@ class TestMemoryStorePostgres(OnPostgres, TestMemoryStore):
 
 
 @pytest.mark.postgres
+class TestLedgerPostgres(OnPostgres, TestLedger):
+    """The ledger in the store's ``unsee.calls`` table (no ledger file: values audited)."""
+
+
+@pytest.mark.postgres
 class TestRecordsPostgres(OnPostgres, TestRecords):
     #: the commit replaced the session's rows; the scratch sessions' hold no copy either: what
     #: is left is dead tuples (VACUUM FULL drops them; the server's WAL is named unreachable)

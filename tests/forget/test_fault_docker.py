@@ -223,9 +223,11 @@ def _checkpoints(u) -> list:
 # - at the first replayed turn: the replay's sandboxed write (save_case) meets it -> DaemonLost;
 # - at the last one (after that write): only the replay's turn-boundary sandbox snapshot fails,
 #   which the recorder counts without stopping the run -> ReplayIncomplete, nothing committed;
-# - once the replay is done: the commit's snapshot of the new sandbox -> CommitInterrupted.
+# - once the replay is done: the snapshot of the new sandbox, taken before the commit begins (its
+#   key goes into the commit's journal row, for a roll-forward on another machine) -> DaemonLost,
+#   nothing begun.
 @pytest.mark.parametrize(("step", "raised"), [("replay:turn:2", DaemonLost), ("replay:turn:6", ReplayIncomplete),
-                                              ("replay:done", CommitInterrupted)])
+                                              ("replay:done", DaemonLost)])
 def test_daemon_stopped_mid_replay_then_retry(tmp_path, monkeypatch, step, raised):
     daemon = PrivateDaemon()  # skips when the daemon is not ours
     ea = _erasure_agents()

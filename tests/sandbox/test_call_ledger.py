@@ -1,4 +1,8 @@
-"""The call ledger: ids, the outbox, crash safety, concurrency."""
+"""The call ledger: ids, the outbox, crash safety, concurrency.
+
+The engine-agnostic cases run on both engines (``ledger`` / ``open_ledger``: a SQLite
+file, and the ``unsee.calls`` table of a fresh PostgreSQL database, marked ``postgres``);
+the crash cases here are SQLite's, PostgreSQL's with real processes are in test_ledger_pg.py."""
 
 from __future__ import annotations
 
@@ -13,15 +17,37 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from unsee.sandbox import CallFailed, CallInDoubt
+from unsee.sandbox import CallFailed, CallInDoubt, LedgerError
 from unsee.sandbox.ledger import Ledger, canonical_json, make_call_id
 
 
+ENGINES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(params=ENGINES)
+def open_ledger(request, tmp_path):
+    """Opens a new Ledger object on one storage each call (as a new process would)."""
+    made, pool = [], None
+    if request.param == "postgres":
+        from unsee.middleware.sqldb import open_pool
+
+        pool = open_pool(request.getfixturevalue("pg_url"))
+
+    def open_() -> Ledger:
+        led = Ledger.on_postgres(pool) if pool is not None else Ledger(tmp_path / "ledger.sqlite")
+        made.append(led)
+        return led
+
+    yield open_
+    for led in made:
+        led.close()
+    if pool is not None:
+        pool.close()
+
+
 @pytest.fixture
-def ledger(tmp_path):
-    led = Ledger(tmp_path / "ledger.sqlite")
-    yield led
-    led.close()
+def ledger(open_ledger):
+    return open_ledger()
 
 
 class Counter:
@@ -115,15 +141,18 @@ def test_failed_call_is_recorded_and_not_refired(ledger):
     assert ledger.get(out.call_id).attempts == 2
 
 
-def test_persistent_across_instances(tmp_path):
-    path = tmp_path / "l.sqlite"
+def test_persistent_across_instances(open_ledger):
     c = Counter()
-    with Ledger(path) as a:
+    with open_ledger() as a:
         a.run("s", "pay", {"x": 1}, c(), effect="external")
-    with Ledger(path) as b:  # a new process would start a new pass too
+    with open_ledger() as b:  # a new process would start a new pass too
         out = b.run("s", "pay", {"x": 1}, c(), effect="external")
         assert out.disposition == "replayed" and c.n == 1
-        assert b._conn().execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        if b.dialect == "sqlite":
+            assert b._conn().execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert b.integrity_ok()
+    with pytest.raises(LedgerError, match="closed"):
+        b.get(out.call_id)
 
 
 def test_explicit_occurrence_names_the_nth_identical_call(ledger):
@@ -261,4 +290,30 @@ def test_delete_and_vacuum(ledger):
     assert ledger.delete(session="gone") == 1
     ledger.vacuum()
     assert [r.session for r in ledger.calls()] == ["kept"]
-    assert b'"secret"' not in Path(ledger.path).read_bytes()
+    if ledger.path is not None:
+        assert b'"secret"' not in Path(ledger.path).read_bytes()
+
+
+def test_redact_keeps_the_fact_and_the_dedup(ledger):
+    c = Counter()
+    first = ledger.run("s", "pay", {"card": "4417"}, c("paid 4417"), effect="external")
+    ledger.run("other", "pay", {"card": "1"}, c(), effect="external")
+    ids = ledger.redact(lambda rec: "4417" in rec.args_json, lambda t: "h" + str(len(t)))
+    assert ids == [first.call_id]
+    assert ledger.redact(lambda rec: True, lambda t: "x", session="s") == []  # already redacted
+    rec = ledger.get(first.call_id)
+    assert (rec.status, rec.tool, rec.session, json.loads(rec.args_json)) == ("done", "pay", "s", {"erased": "h15"})
+    assert "4417" not in (rec.result_json or "")
+    assert ledger.vacuum() is True
+    again = ledger.run("s", "pay", {"card": "4417"}, c(), effect="external", occurrence=0)
+    assert again.disposition == "replayed" and c.n == 2  # the id still recognises the call
+
+
+def test_resolve_unknown_call_and_bad_status(ledger):
+    with pytest.raises(LedgerError, match="no such call"):
+        ledger.resolve("call-nope", status="done")
+    with pytest.raises(ValueError):
+        ledger.resolve("call-nope", status="fired")
+    with pytest.raises(ValueError):
+        ledger.run("s", "t", {}, lambda: 1, effect="teleport")
+    assert ledger.calls() == []

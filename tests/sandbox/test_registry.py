@@ -29,7 +29,7 @@ def test_builtin_table_names_each_backend_class():
     assert {name: b.target.split(":")[1] for name, b in BUILTIN_BACKENDS.items()} == {
         "docker": "DockerEnvironment", "local": "LocalEnvironment", "python": "PythonObjectEnvironment",
     }
-    assert backend_options("local") == {"root", "env", "keep", "env_id"}
+    assert backend_options("local") == {"root", "env", "keep", "env_id", "registry", "repository", "snapshot_store"}
     assert backend_options("python") == {"obj", "files", "commands", "env_id"}
     assert {"image", "keep_snapshots", "mem_limit"} <= backend_options("docker")
     assert backend_options("auto") == backend_options("docker") | backend_options("local")
