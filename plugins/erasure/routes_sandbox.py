@@ -142,6 +142,11 @@ class SandboxRoute(Route):
         for s in in_store:
             if s.remote in held:
                 seen[("stored", s.remote)] = (StoreKept(s.backend, s.env_id, s.remote), s.remote in kept_remotes)
+        if hasattr(self._store, "refs_of"):  # tarballs the catalog never heard of (a crash between the two
+            # writes): found by the environment's name, never kept (no checkpoint refers to them)
+            for env in self.envs.environments_of(session):
+                for ref in self._store.refs_of(env.env_id):
+                    seen.setdefault(("stored", ref), (StoreKept(env.backend, env.env_id, ref), False))
         for item in self._pulled(session):  # caches of copies off the machine: never kept
             seen[("pulled", item.ref)] = (item, False)
         for any_snap in self.envs.environments_of(session):

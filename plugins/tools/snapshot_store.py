@@ -87,6 +87,15 @@ class StoreSnapshotStore:
     def has(self, ref: str) -> bool:
         return self.db.execute(f"SELECT 1 FROM {self.table} WHERE ref=?", (ref,)).fetchone() is not None
 
+    def refs_of(self, env_id: str) -> list[str]:
+        """Every tarball an environment put here (the backend names them ``<env_id>-<seq>``),
+        listed or not in the catalog: a process that died between ``put`` and writing the
+        catalog's row left one only this finds."""
+        prefix = f"{env_id}-"
+        rows = self.db.execute(f"SELECT ref FROM {self.table} WHERE substr(name, 1, ?) = ? ORDER BY made_ns",
+                               (len(prefix), prefix)).fetchall()
+        return [r[0] for r in rows]
+
     def present(self, refs: list[str]) -> set[str]:
         """Those of ``refs`` the store still holds (one query per 500)."""
         found: set[str] = set()

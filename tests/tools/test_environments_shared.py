@@ -156,6 +156,35 @@ def test_local_snapshots_kept_in_the_store_without_a_registry(tmp_path, pg_url):
 
 
 @pytest.mark.postgres
+def test_a_tarball_the_catalog_never_heard_of_is_found_and_erased(tmp_path, pg_url):
+    """A worker that died between putting a snapshot's tarball into the store and writing its
+    catalog row left a copy only the store knows of: erasure finds it by the environment's
+    name, audits it and deletes it."""
+    from unsee.sandbox.remote import pack_dir
+
+    saver = InMemorySaver()
+    label = run_at_a(tmp_path, pg_url, "local", None, saver)
+    u, agent = worker(tmp_path / "B", pg_url, "local", None, saver)
+    try:
+        envs = u.environments
+        envs.refresh(SESSION)
+        env_id = envs.snapshots_of(SESSION)[0].env_id
+        stray = tmp_path / "stray"
+        (stray / "case").mkdir(parents=True)
+        (stray / "case" / "notes.txt").write_text(f"half-made snapshot: {SECRET}")
+        ref = envs.snapshot_store.put(f"{env_id}-999", pack_dir(stray))  # no catalog row
+        assert ref not in {s.remote for s in envs.snapshots_of(SESSION)}
+        held = sandbox_copies(u.audit(SESSION, SECRET, agent=agent))
+        assert any(ref in k for k in held), held
+        report = u.forget(SESSION, RevocationEvent(target=SECRET), agent=agent)
+        assert report.committed and report.erased_clean, report
+        assert not envs.snapshot_store.has(ref)
+    finally:
+        u.close()
+    assert label
+
+
+@pytest.mark.postgres
 @pytest.mark.registry
 @pytest.mark.docker
 def test_docker_snapshots_pulled_from_the_registry_on_another_machine(tmp_path, pg_url, registry):
