@@ -29,7 +29,9 @@ def revocation_pipeline(u: Unsee) -> Any:
                            environments=u.environments, cache=lambda: u.local_model,
                            revoker=lambda: u.ifc_interceptor)
     return RevocationPipeline(RevocationContext(forget=forget, erasure=lambda: erasure_context(u), flush=u.flush,
-                                                records=ForgetRecordKeeper(u.home)))
+                                                records=ForgetRecordKeeper(u.home),
+                                                tracer=lambda: u.tracer_provider.get_tracer("unsee.forget",
+                                                                                            version())))
 
 
 def erasure_context(u: Unsee) -> Any:

@@ -148,6 +148,8 @@ class ErasureResult:
     notes: dict[str, list[str]]
     #: seconds each route's erase step took (the audits not included)
     timings: dict[str, float] = field(default_factory=dict)
+    #: when each route's erase step ran (wall-clock ``time_ns`` start, end): a forget's trace
+    times: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: the session was clean and ``receipt`` is the one an earlier erasure wrote (its own event id,
     #: maybe not the one asked with): nothing was erased or written this time
     existing: bool = False
@@ -259,17 +261,19 @@ class Eraser:
                     return ErasureResult(receipt, path, before, before, {}, existing=True)
         notes: dict[str, list[str]] = {}
         timings: dict[str, float] = {}
+        times: dict[str, tuple[int, int]] = {}
         for route in routes:
             fault_point(f"erase:{route.name}")
-            t0 = time.perf_counter()
+            t0, w0 = time.perf_counter(), time.time_ns()
             notes[route.name] = route.erase(scope)
             timings[route.name] = time.perf_counter() - t0
+            times[route.name] = (w0, time.time_ns())
         after = self._audit(scope, routes, agent)
         receipt = self._receipt(scope, routes, before, after, notes, forget_event, key)
         path = self.ctx.home / "receipts" / f"{event_id}.json"
         save_receipt(receipt, path, shared_db(self.ctx.records))
         journal.set(state="done")
-        return ErasureResult(receipt, path, before, after, notes, timings)
+        return ErasureResult(receipt, path, before, after, notes, timings, times)
 
     def _earlier_receipts(self, scope: Scope, event_id: str,
                           pinned: str | None) -> tuple[str | None, list[tuple[Path, Receipt]]]:

@@ -17,6 +17,7 @@ from unsee.middleware.errors import StoreUnavailable
 
 from .report import ForgetReport
 from .strategy import Strategy
+from .trace import record_erasure
 
 
 def needs_erasure(report: ForgetReport, erase: bool) -> bool:
@@ -35,6 +36,7 @@ def erase_after(erasure: Any, flush: Callable[[], None], report: ForgetReport, s
     try:
         flush()  # the replay's spans are records the erasure reads and rewrites
         result = Eraser(erasure).erase(session, event, agent=agent)
+        record_erasure(result)  # (its routes' times, for the forget's trace)
     except NotForgotten:
         # the event named one source; the same text is still in the state through another
         # observation: its copies cannot be told apart, so the record waits for that one's forget

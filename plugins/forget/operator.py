@@ -27,6 +27,7 @@ from .event import RevocationEvent
 from .plan import ReplayPlan, describe, make_plan
 from .ports import ForgetContext
 from .replay import abandon, clear_scratch, is_scratch_thread, run_replay, scratch_thread
+from .trace import phase
 from .report import ForgetPlan, ForgetReport, SideEffect, TransitionOutcome
 from .sanitize import sanitize, sanitize_value
 from .strategy import Strategy
@@ -199,7 +200,8 @@ class Forgetter:
                                 notes=["finished a commit interrupted earlier" if state != "done"
                                        else "this event was already applied"])
         self.recover(session, agent)
-        plan = self.plan(session, event, spec.strategy, agent)
+        with phase("plan"):
+            plan = self.plan(session, event, spec.strategy, agent)
         faults.point("plan")
         if dry_run:
             return describe(plan)
@@ -220,12 +222,14 @@ class Forgetter:
                                 notes=notes)
         agent = self._agent(session, agent)
         try:
-            outcome = run_replay(ctx, agent, plan, event, side_effects)
+            with phase("replay"):
+                outcome = run_replay(ctx, agent, plan, event, side_effects)
             st = outcome.interceptor.stats
             orphaned = [_masked(o, event.target, ctx.hasher) for o in outcome.interceptor.orphaned()]
             committed = False
             if commit_result:
-                commit(ctx, agent, plan, outcome, event)
+                with phase("commit"):
+                    commit(ctx, agent, plan, outcome, event)
                 committed = True
             else:
                 abandon(ctx, outcome)

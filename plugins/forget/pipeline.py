@@ -36,6 +36,7 @@ from .operator import Forgetter, validate_forget_args
 from .ports import RevocationContext
 from .report import ForgetPlan, ForgetReport
 from .spread import Spread, spread_from
+from .trace import emit, forget_spans, phase, timing
 
 log = logging.getLogger("unsee.forget")
 
@@ -63,8 +64,16 @@ class RevocationPipeline:
         if dry_run:
             return self.forgetter.forget(session, event, strategy, agent=agent, dry_run=True, wait=wait,
                                          side_effects=side_effects)
-        located = locate(self.ctx.forget.sessions, session, event)
-        reached = self._spread(session, event, located)
+        with timing() as t:
+            report = self._run(session, event, strategy, agent, commit, wait, side_effects, erase, scope)
+        self._trace(report, t, event)
+        return report
+
+    def _run(self, session: str, event: RevocationEvent, strategy: str, agent: Any, commit: bool, wait: bool,
+             side_effects: str, erase: bool, scope: str) -> ForgetReport:
+        with phase("locate"):
+            located = locate(self.ctx.forget.sessions, session, event)
+            reached = self._spread(session, event, located)
         report = self.forgetter.forget(session, event, strategy, agent=agent, commit_result=commit, wait=wait,
                                        side_effects=side_effects)
         if not reached or scope == "session" or not report.committed:
@@ -104,8 +113,20 @@ class RevocationPipeline:
         erasure = self.ctx.erasure()
         if erasure is None:  # (a pipeline built without the erasure plugin's ports: the record stays)
             return report
-        return erase_after(erasure, self.ctx.flush, report, session, event,
-                           self.forgetter.agent_for(session, agent), erase)
+        with phase("erase"):
+            return erase_after(erasure, self.ctx.flush, report, session, event,
+                               self.forgetter.agent_for(session, agent), erase)
+
+    def _trace(self, report: ForgetReport, t: Any, event: RevocationEvent) -> None:
+        """The forget's own trace (``trace.py``), sent once it is over. An observer: a failure to
+        send it is logged, never raised into the forget."""
+        tracer = self.ctx.tracer()
+        if tracer is None:
+            return
+        try:
+            emit(tracer, forget_spans(report, t, raised_by=event.raised_by))
+        except Exception:
+            log.warning("could not emit the trace of forget %s", report.event_id, exc_info=True)
 
     def _keep_record(self, report: ForgetReport, event: RevocationEvent, located: Located | None) -> None:
         """What ``unsee view --event`` shows of this forget. An observer: a failure to write it

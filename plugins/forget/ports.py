@@ -158,3 +158,5 @@ class RevocationContext:
     erasure: Callable[[], Any] = _nothing
     flush: Callable[[], None] = _nothing
     records: ForgetRecords | None = None
+    #: where a forget's own trace goes (an OpenTelemetry ``Tracer``; None: not traced)
+    tracer: Callable[[], Any] = _nothing

@@ -1,0 +1,132 @@
+"""A forget is a trace of its own (plugins/forget/trace.py): the pure layout by table, then a real
+forget through ``Unsee`` with an in-memory exporter (the agent, its sandbox and its erasure
+real): the root span names the event and the target only by its keyed hash, the phases and the
+erasure routes are its children, the receipt's digest is the file's, and no span carries the
+target."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from unsee.plugins.forget import RevocationEvent
+from unsee.plugins.forget.report import ForgetReport, TransitionOutcome
+from unsee.plugins.forget.trace import ATTR, ForgetTiming, _Phase, forget_spans
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "erasure"))
+
+
+def _report(**kw):
+    base = dict(session_id="s1", strategy="B7", event_id="ev-1", target_hash="hmac-sha256:ab", tau=3,
+                closure_size=5, checkpoint_id="ckpt-1", checkpoint_kind="turn", committed=True,
+                transitions_replayed=4, outcome=TransitionOutcome(decoded=["a", "b"], rematerialised=["c"],
+                                                                 from_record=["d"], executed=[]))
+    return ForgetReport(**{**base, **kw})
+
+
+def _erasure(routes):
+    receipt = SimpleNamespace(routes=[SimpleNamespace(name=n, method=m, copies_before=b, copies_after=a)
+                                      for n, m, b, a in routes])
+    return SimpleNamespace(receipt=receipt, times={"unsee.ledger": (1500, 1600)})
+
+
+# (phases timed, erasure routes) -> expected (span name, parent name) and attributes per span
+CASES = [
+    pytest.param(
+        ["locate", "plan", "replay", "commit", "erase"],
+        [("langgraph.checkpoints", "rewrite", 4, 0), ("unsee.ledger", "redact", 1, 0)],
+        [("invoke_workflow unsee.forget", None), ("unsee.forget.locate", "invoke_workflow unsee.forget"),
+         ("unsee.forget.plan", "invoke_workflow unsee.forget"), ("unsee.forget.replay", "invoke_workflow unsee.forget"),
+         ("unsee.forget.commit", "invoke_workflow unsee.forget"), ("unsee.forget.erase", "invoke_workflow unsee.forget"),
+         ("unsee.erasure langgraph.checkpoints", "unsee.forget.erase"),
+         ("unsee.erasure unsee.ledger", "unsee.forget.erase")],
+        id="replay-commit-erase"),
+    pytest.param(["locate", "plan"], [], [("invoke_workflow unsee.forget", None),
+                                          ("unsee.forget.locate", "invoke_workflow unsee.forget"),
+                                          ("unsee.forget.plan", "invoke_workflow unsee.forget")], id="an-edit"),
+]
+
+
+@pytest.mark.parametrize(("phases", "routes", "expected"), CASES)
+def test_the_layout_of_a_forgets_trace(phases, routes, expected):
+    t = ForgetTiming(start_ns=1000, end_ns=2000,
+                     phases=[_Phase(p, 1000 + 100 * i, 1100 + 100 * i) for i, p in enumerate(phases)],
+                     erasure=_erasure(routes) if routes else None)
+    specs = forget_spans(_report(), t, raised_by="detector")
+    got = [(s.name, None if s.parent is None else specs[s.parent].name) for s in specs]
+    assert got == expected
+    root = specs[0].attributes
+    assert root["gen_ai.operation.name"] == "invoke_workflow" and root["gen_ai.workflow.name"] == "unsee.forget"
+    assert {root[ATTR[k]] for k in ("event", "raised_by", "target_hash", "strategy")} == {
+        "ev-1", "detector", "hmac-sha256:ab", "B7"}
+    assert (root[ATTR["tau"]], root[ATTR["influence"]], root[ATTR["fork"]]) == (3, 5, "ckpt-1")
+    assert all(s.attributes["gen_ai.conversation.id"] == "s1" for s in specs)
+    assert not any("unsee.session.id" in s.attributes for s in specs)  # not a record of the session
+    assert not any("gen_ai.operation.name" in s.attributes for s in specs[1:])  # unsee's steps, not GenAI ops
+    by_name = {s.name: s for s in specs}
+    if "unsee.forget.replay" in by_name:
+        r = by_name["unsee.forget.replay"].attributes
+        assert (r[ATTR["decoded"]], r[ATTR["rematerialised"]], r[ATTR["from_record"]]) == (2, 1, 1)
+    if routes:
+        ledger = by_name["unsee.erasure unsee.ledger"]
+        assert (ledger.start_ns, ledger.end_ns) == (1500, 1600)  # the route's own times
+        assert (ledger.attributes[ATTR["before"]], ledger.attributes[ATTR["after"]]) == (1, 0)
+        assert ledger.attributes[ATTR["method"]] == "redact"
+
+
+def test_a_forget_sends_its_own_trace(tmp_path, monkeypatch):
+    import erasure_agents as ea
+    from unsee import Unsee
+
+    exporter = InMemorySpanExporter()
+    original = Unsee.__init__
+
+    def with_exporter(self, *a, **kw):  # (the scenario's Unsee, its spans also exported to memory)
+        kw.setdefault("span_processors", [SimpleSpanProcessor(exporter)])
+        original(self, *a, **kw)
+
+    monkeypatch.setattr(Unsee, "__init__", with_exporter)
+    home = tmp_path / "home"
+    home.mkdir()
+    u, agent, close = ea.build(home)
+    try:
+        ea.run(agent, "t1")
+        u.flush()
+        session_traces = {s.context.trace_id for s in exporter.get_finished_spans()}
+        exporter.clear()
+        report = u.forget("t1", RevocationEvent(target=ea.SECRET, event_id="ev-trace"))
+        assert report.committed and report.erased_clean
+        u.flush()
+        spans = exporter.get_finished_spans()
+        roots = [s for s in spans if s.name == "invoke_workflow unsee.forget"]
+        assert len(roots) == 1
+        root = roots[0]
+        assert root.parent is None and root.context.trace_id not in session_traces  # a trace of its own
+        mine = [s for s in spans if s.context.trace_id == root.context.trace_id]
+        names = {s.name for s in mine}
+        assert {"unsee.forget.plan", "unsee.forget.replay", "unsee.forget.commit", "unsee.forget.erase",
+                "unsee.forget.receipt", "unsee.erasure sandbox", "unsee.erasure unsee.ledger"} <= names, names
+        a = root.attributes
+        assert a[ATTR["event"]] == "ev-trace" and a[ATTR["target_hash"]] == u.hasher.hash(ea.SECRET)
+        assert a[ATTR["tau"]] == report.tau and a[ATTR["influence"]] == report.closure_size
+        assert a[ATTR["fork"]] == report.checkpoint_id and a[ATTR["clean"]] is True
+        receipt = next(s for s in mine if s.name == "unsee.forget.receipt")
+        digest = "sha256:" + hashlib.sha256(Path(report.receipt).read_bytes()).hexdigest()
+        assert receipt.attributes[ATTR["receipt"]] == digest
+        for s in mine:  # every phase inside the root's time
+            assert root.start_time <= s.start_time <= s.end_time <= root.end_time, s.name
+        # the target is on no span at all (the replay's agent spans included)
+        dumped = json.dumps([dict(s.attributes or {}) for s in spans] +
+                            [[dict(e.attributes or {}) for e in s.events] for s in spans], default=str)
+        assert ea.SECRET not in dumped
+        # and the provenance store did not take the forget's spans as records of the session
+        assert all(not s.name.startswith("unsee.forget") for s in u.store.spans("t1"))
+    finally:
+        close()
