@@ -145,3 +145,22 @@ def checkpoint_from_attributes(attrs: Mapping[str, Any], session_id: str) -> Che
         langgraph_thread_id=attrs.get(C + "langgraph_thread_id"),
         created_ns=int(attrs.get(C + "created_ns", 0)),
     )
+
+# Guardrail spans: the GenAI conventions' draft for security checks (open-telemetry/
+# semantic-conventions-genai PR #427, the `run_guardrail` design at 3155df2; unmerged, status
+# Development: every name in this one table, so a rename is one edit)
+OP_RUN_GUARDRAIL = "run_guardrail"
+GUARDRAIL = {
+    "component": "gen_ai.guardrail.component.name",
+    "target_type": "gen_ai.guardrail.target.type",  # input | output
+    "target_subtype": "gen_ai.guardrail.target.subtype",  # tool_call | memory | ...
+    "target_id": "gen_ai.guardrail.target.id",
+    "verdict": "gen_ai.guardrail.verdict.type",  # allow | deny | modify | warn | escalate | audit
+    "verdict_reason": "gen_ai.guardrail.verdict.reason",
+    "action": "gen_ai.guardrail.action.type",  # allow | block | modify | escalate | audit
+    "risk_category": "gen_ai.guardrail.security.risk.category",
+    "risk_score": "gen_ai.guardrail.security.risk.score",
+    "policy_id": "gen_ai.guardrail.security.policy.id",
+    "rule_id": "gen_ai.guardrail.security.policy.rule.id",
+    "input_hash": "gen_ai.guardrail.security.content.input.hash",  # hmac-sha256:...
+}

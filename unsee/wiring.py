@@ -79,7 +79,7 @@ def detection_service(u: Unsee, detectors: Any, **settings: Any) -> Any:
 
     pipeline = u.revocations
     svc = DetectionService(pipeline.ctx.forget, list(detectors or [SignalDetector()]), forget=pipeline.run,
-                           **settings)
+                           tracer=u.tracer_provider.get_tracer("unsee.detect", version()), **settings)
     u.recorder.interceptors.add_global(svc)
     return svc
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -34,10 +35,12 @@ from langchain_core.messages import ToolMessage
 from unsee.middleware.context import current_session, logical_session
 from unsee.middleware.hooks import tool_return_artifact_id
 from unsee.middleware.records import OBSERVATION_TYPES, ArtifactType
+from unsee.middleware.trace_after import emit
 
 from .base import Finding, ToolSpec, bind_tools
 from .errors import DetectorFailed, InvalidSetting
 from .hooks import run_detectors
+from .trace import verdict_span
 
 log = logging.getLogger("unsee.detect")
 Policy = Literal["auto", "queue", "alert"]
@@ -82,6 +85,8 @@ class Verdict:
     status: Literal["applied", "queued", "alerted", "failed", "superseded"]
     report: Any = None
     error: str | None = None
+    #: the span context of its ``run_guardrail`` span (None: not traced); a forget it raises links to it
+    span: Any = None
 
 
 @dataclass
@@ -100,6 +105,9 @@ class DetectionService:
     #: a pipeline over ``ctx`` alone (no erasure)
     forget: Callable[..., Any] | None = None
     verdicts: list[Verdict] = field(default_factory=list)
+    #: where each acted-on verdict goes as a ``run_guardrail`` span (``trace.py``; an OpenTelemetry
+    #: ``Tracer``; None: not traced)
+    tracer: Any = None
     #: session -> (artifact id, content hash) that scan() has acted on
     _scanned: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
     #: (artifact id, content hash) -> the detectors' findings in that content; shared by scan()
@@ -189,7 +197,9 @@ class DetectionService:
         """
         out: list[Verdict] = []
         for _ in range(max_rounds):
+            t0 = time.time_ns()
             found = self._unscanned_findings(session)
+            t1 = time.time_ns()
             if not found:
                 break
             changed = False
@@ -202,9 +212,12 @@ class DetectionService:
                     if state is not None and not (aid in state and f.text in (state.content(aid) or "")):
                         v.status = "superseded"
                     else:
+                        self._trace(v, t0, t1)
                         self._apply(v, wait)
                         if v.status == "applied":
                             changed, state = True, None
+                else:
+                    self._trace(v, t0, t1)
                 out.append(v)
                 self.verdicts.append(v)
             if not changed:
@@ -237,6 +250,21 @@ class DetectionService:
             new += [(a.id, f) for f in self._findings_in(g, a, session)]
         return new
 
+    def _trace(self, v: Verdict, start_ns: int, end_ns: int) -> Any:
+        """The verdict's guardrail span (sent now; its span context, None when not traced). An
+        observer: a failure to send it is logged, never raised into the scan."""
+        if self.tracer is None:
+            return None
+        try:
+            spec = verdict_span(v.session_id, v.artifact_id, v.finding, policy=self.policy,
+                                hash_text=self.ctx.hasher.hash, start_ns=start_ns, end_ns=end_ns,
+                                event_id=getattr(v.event, "event_id", None))
+            v.span = emit(self.tracer, [spec])[0]
+            return v.span
+        except Exception:
+            log.warning("could not emit the guardrail span of a verdict in %s", v.session_id, exc_info=True)
+            return None
+
     def _verdict(self, session: str, aid: str, f: Finding) -> Verdict:
         from unsee.plugins.forget import RevocationEvent
 
@@ -244,11 +272,12 @@ class DetectionService:
         return Verdict(session, aid, f, event, {"auto": "applied", "queue": "queued", "alert": "alerted"}[self.policy])
 
     def _apply(self, v: Verdict, wait: bool = True) -> None:
-        from unsee.plugins.forget import RevocationContext, RevocationPipeline
+        from unsee.plugins.forget import RevocationContext, RevocationPipeline, raised_from
 
         forget = self.forget or RevocationPipeline(RevocationContext(forget=self.ctx)).run
         try:
-            v.report = forget(v.session_id, v.event, self.strategy, wait=wait, side_effects=self.side_effects)
+            with raised_from(v.span):  # the forget's trace links to the verdict's guardrail span
+                v.report = forget(v.session_id, v.event, self.strategy, wait=wait, side_effects=self.side_effects)
             v.status = "applied"
         except Exception as exc:  # reported on the verdict, never lost
             log.warning("automatic revocation failed: %s", exc)

@@ -37,6 +37,7 @@ _EXPORTS = {
     "Edit": ".strategy",
     "Forgetter": ".operator",
     "RevocationPipeline": ".pipeline",
+    "raised_from": ".trace",
     "RevocationContext": ".ports",
     "ForgetRecords": ".ports",
     "Located": ".locate",

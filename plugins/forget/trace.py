@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from unsee.middleware.semconv import GEN_AI_CONVERSATION_ID, GEN_AI_OPERATION
+from unsee.middleware.trace_after import SpanSpec, emit
 
 __all__ = ["ForgetTiming", "SpanSpec", "phase", "timing", "record_erasure", "forget_spans", "emit",
-           "WORKFLOW", "ATTR"]
+           "raised_from", "WORKFLOW", "ATTR"]
 
 #: the root span's workflow name (``gen_ai.workflow.name``) and operation
 WORKFLOW = "unsee.forget"
@@ -80,6 +81,23 @@ class ForgetTiming:
     phases: list[_Phase] = field(default_factory=list)
     #: the erasure plugin's result (``ErasureResult``) when the forget erased the record
     erasure: Any = None
+    #: the span that raised this forget (a detector's guardrail span), linked from the root
+    raised_from: Any = None
+
+
+#: the span context of what raises the forgets run inside ``raised_from`` (a detector's verdict)
+_raiser: contextvars.ContextVar[Any] = contextvars.ContextVar("unsee_forget_raiser", default=None)
+
+
+@contextlib.contextmanager
+def raised_from(span_context: Any) -> Iterator[None]:
+    """Forgets run inside link their trace's root to ``span_context`` (e.g. the detector's
+    ``run_guardrail`` span whose verdict raised them)."""
+    token = _raiser.set(span_context)
+    try:
+        yield
+    finally:
+        _raiser.reset(token)
 
 
 _current: contextvars.ContextVar[ForgetTiming | None] = contextvars.ContextVar("unsee_forget_timing", default=None)
@@ -89,7 +107,7 @@ _current: contextvars.ContextVar[ForgetTiming | None] = contextvars.ContextVar("
 def timing() -> Iterator[ForgetTiming]:
     """Time the phases of the forget run inside (a nested forget, e.g. ``scope="all"``'s, has
     its own)."""
-    t = ForgetTiming()
+    t = ForgetTiming(raised_from=_raiser.get())
     token = _current.set(t)
     try:
         yield t
@@ -122,18 +140,6 @@ def record_erasure(result: Any) -> None:
         t.erasure = result
 
 
-@dataclass(frozen=True)
-class SpanSpec:
-    """One span to emit: ``parent`` is the index of its parent in the list (None: the root)."""
-
-    name: str
-    start_ns: int
-    end_ns: int
-    attributes: dict[str, Any]
-    parent: int | None = None
-    error: str | None = None
-
-
 def _receipt_digest(path: str | None) -> str | None:
     if not path:
         return None
@@ -159,7 +165,8 @@ def forget_spans(report: Any, t: ForgetTiming, *, raised_by: str = "user") -> li
         root[ATTR["fork_kind"]] = report.checkpoint_kind or ""
     if report.erased_clean is not None:
         root[ATTR["clean"]] = report.erased_clean
-    specs = [SpanSpec(f"{OP_INVOKE_WORKFLOW} {WORKFLOW}", t.start_ns, t.end_ns or time.time_ns(), root)]
+    specs = [SpanSpec(f"{OP_INVOKE_WORKFLOW} {WORKFLOW}", t.start_ns, t.end_ns or time.time_ns(), root,
+                      links=(t.raised_from,) if t.raised_from is not None else ())]
     erase_at = None
     for p in t.phases:
         attrs: dict[str, Any] = dict(conv)
@@ -192,24 +199,3 @@ def _route_spans(result: Any, erase: SpanSpec, parent: int, conv: dict) -> list[
                             {**conv, ATTR["route"]: r.name, ATTR["method"]: r.method,
                              ATTR["before"]: r.copies_before, ATTR["after"]: r.copies_after}, parent=parent))
     return out
-
-
-def emit(tracer: Any, specs: list[SpanSpec]) -> None:
-    """Send ``specs`` as one trace (a new root: never a child of whatever span is current)."""
-    from opentelemetry import context as otel_context
-    from opentelemetry import trace as otel_trace
-    from opentelemetry.trace import Status, StatusCode
-
-    spans: list[Any] = []
-    for spec in specs:
-        ctx = (otel_context.Context() if spec.parent is None
-               else otel_trace.set_span_in_context(spans[spec.parent]))
-        span = tracer.start_span(spec.name, context=ctx, kind=otel_trace.SpanKind.INTERNAL,
-                                 attributes=spec.attributes, start_time=spec.start_ns)
-        if spec.error:
-            span.set_attribute("error.type", spec.error)
-            span.set_status(Status(StatusCode.ERROR))
-        spans.append(span)
-    # children end before their parents (exporters see a finished trace bottom-up)
-    for spec, span in reversed(list(zip(specs, spans))):
-        span.end(end_time=spec.end_ns)
