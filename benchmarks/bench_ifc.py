@@ -17,8 +17,16 @@
     warm extraction cache), both in the same run; then the same with an endorser
     that vets every observation asked about (the call is decided twice). Every
     decision of the two paths is checked to be the same.
+(c) The agent's own path of a sink call: ``IFCInterceptor._decide`` inside an
+    ``execute_tool`` span of the home's tracer (the decision, its span event and
+    its ``run_guardrail`` span handed to the recorder's deferred queue), one
+    blocked and one allowed call, median per call in microseconds, against the
+    path before guardrail spans (the decision and its span event) and the span
+    made on the path (no queue handed over), taking turns in one run; "later" is
+    the queued work the store's writer (or a flush) does afterwards, off that path.
 
-    python -m benchmarks bench_ifc      (or: python -m benchmarks.bench_ifc [--sizes 1001,6001])
+    python -m benchmarks bench_ifc      (or: python -m benchmarks.bench_ifc [--sizes 1001,6001]
+                                         [--path-only] [--path-runs 300])
 """
 
 from __future__ import annotations
@@ -207,13 +215,100 @@ def interceptor(sizes=(1001, 6001, 10001), runs: int = 15, base_runs: int = 5) -
                   f" / at {own[0][0]} = {own[-1][1] / own[0][1]:.2f}")
 
 
+def decide_before(ifc, request):
+    """The sink call's path before guardrail spans (``IFCInterceptor._decide`` at 2f834ee): the
+    decision and its span event, nothing handed off. Kept here to time both in one run."""
+    from opentelemetry import trace
+
+    from unsee.middleware.context import current_session
+
+    sinks = ifc._sinks_for(request)
+    thread, _ = current_session()
+    if not sinks or not ifc.sessions.has_session(thread):
+        return None
+    name, args = request.tool_call.get("name", ""), request.tool_call.get("args", {}) or {}
+    decision = ifc.decision_for(thread, name, args, sinks)
+    trace.get_current_span().add_event("unsee.ifc.decision", decision.to_event(hash_of=ifc.hasher.hash))
+    ifc.decisions.append(decision)
+    return decision
+
+
+def agent_path(n: int = 1001, runs: int = 300) -> None:
+    """(c): what a sink call costs the agent's thread, span work included (µs, median)."""
+    from types import SimpleNamespace
+
+    from opentelemetry import trace
+
+    from unsee import Unsee
+    from unsee.middleware.trace_after import AfterSpans
+
+    print(f"\n(c) the agent's path of a sink call (_decide in its execute_tool span), {n} artifacts, {runs} calls")
+    print(f"{'action':>7} {'path':>22} {'path us':>8} {'later us':>9}")
+    with tempfile.TemporaryDirectory() as d:
+        u = Unsee(home=Path(d) / "home")
+        try:
+            live = Live(u, n, sid="default")  # (outside a LangGraph run the session is "default")
+            ifc = u.ifc(SINKS)
+            deferred = ifc.spans
+            at_once = AfterSpans(deferred.tracer)  # (no queue handed over: made on the agent's path)
+            tracer = u.tracer_provider.get_tracer("bench")
+            k = live.i // 2
+            calls = (("block", {"recipient": f"bob{k}@mail{k}.example.com", "amount": 10}),
+                     ("allow", {"recipient": "DE89 3704 0044 0532 0130 00", "amount": 10}))
+
+            def before(req):
+                return decide_before(ifc, req)
+
+            def now(req):
+                ifc.spans = deferred
+                return ifc._decide(req)
+
+            def now_at_once(req):
+                ifc.spans = at_once
+                try:
+                    return ifc._decide(req)
+                finally:
+                    ifc.spans = deferred
+
+            paths = (("before (event only)", before), ("now (span deferred)", now),
+                     ("now, no queue", now_at_once))
+            for want, args in calls:
+                req = SimpleNamespace(tool_call={"name": "send_money", "args": args, "id": "call-1"}, tool=None)
+                times = {label: ([], []) for label, _ in paths}
+                for r in range(runs + 20):  # (the first 20 warm up; the paths take turns, so load hits all alike)
+                    for label, fn in paths:
+                        span = tracer.start_span("execute_tool send_money")
+                        with trace.use_span(span, end_on_exit=False):
+                            t = time.perf_counter()
+                            got = fn(req)
+                            took = time.perf_counter() - t
+                        t = time.perf_counter()
+                        u.recorder.run_tasks()  # (the writer's or a flush's work, off the agent's path)
+                        after = time.perf_counter() - t
+                        span.end()
+                        assert got is not None and got.action == want, got
+                        if r >= 20:
+                            times[label][0].append(took * 1e6)
+                            times[label][1].append(after * 1e6)
+                for label, _ in paths:
+                    path, later = times[label]
+                    print(f"{want:>7} {label:>22} {statistics.median(path):>8.1f} {statistics.median(later):>9.1f}",
+                          flush=True)
+        finally:
+            u.close()
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="1001,6001,10001", help="session sizes of (b), in artifacts")
     p.add_argument("--runs", type=int, default=15, help="decisions timed per size in (b)")
+    p.add_argument("--path-only", action="store_true", help="only (c), the agent's path of a sink call")
+    p.add_argument("--path-runs", type=int, default=300, help="sink calls timed per action in (c)")
     a = p.parse_args(argv if argv is not None else [])
-    synthetic()
-    interceptor(tuple(int(s) for s in a.sizes.split(",")), runs=a.runs)
+    if not a.path_only:
+        synthetic()
+        interceptor(tuple(int(s) for s in a.sizes.split(",")), runs=a.runs)
+    agent_path(runs=a.path_runs)
 
 
 if __name__ == "__main__":

@@ -49,6 +49,17 @@ def provider_of(model: Any) -> tuple[str, str]:
         return "unknown", type(model).__name__
 
 
+#: the name a compiled graph has when the application gave none (``create_agent(name=None)``)
+_DEFAULT_GRAPH_NAME = "LangGraph"
+
+
+def agent_name_of(agent: Any) -> str | None:
+    """``gen_ai.agent.name``: the name the application gave its agent (``create_agent(name=...)``),
+    None when it gave none."""
+    name = getattr(agent, "name", None)
+    return name if isinstance(name, str) and name and name != _DEFAULT_GRAPH_NAME else None
+
+
 class UnseeMiddleware(AgentMiddleware):
     """Records every input, model call, tool call and compaction of an agent."""
 
@@ -120,14 +131,15 @@ class UnseeMiddleware(AgentMiddleware):
                     agent = find_agent(self)
                     if agent is not None:
                         rec.learn_agent(sid, agent)
+                agent_name = agent_name_of(rec.agents.get(sid))
+                attrs = {sc.GEN_AI_OPERATION: sc.OP_INVOKE_AGENT, **session_attributes(st), sc.TURN: st.turn}
+                if agent_name:
+                    attrs[sc.GEN_AI_AGENT_NAME] = agent_name
+                if st.provider:
+                    attrs[sc.GEN_AI_PROVIDER] = st.provider
+                # (the conventions: ``invoke_agent {gen_ai.agent.name}``, ``invoke_agent`` without one)
                 st.root = rec.tracer.start_span(
-                    f"{sc.OP_INVOKE_AGENT} agent",
-                    attributes={
-                        sc.GEN_AI_OPERATION: sc.OP_INVOKE_AGENT,
-                        **session_attributes(st),
-                        sc.TURN: st.turn,
-                    },
-                )
+                    f"{sc.OP_INVOKE_AGENT} {agent_name}" if agent_name else sc.OP_INVOKE_AGENT, attributes=attrs)
                 rec.mark_running(sid, True)  # (a run whose span is open: its end unmarks it)
                 self._watch_end(st)
                 first = not st.started
@@ -367,6 +379,10 @@ class UnseeMiddleware(AgentMiddleware):
                     shown = set(manifest)
                     live = [a for a in state_ids if a and a not in shown and a in st.known] + manifest
                 provider, model_name = provider_of(request.model)
+                if st.provider != provider:  # (the run's agent span: provider.name is required there)
+                    st.provider = provider
+                    if st.root is not None:
+                        st.root.set_attribute(sc.GEN_AI_PROVIDER, provider)
                 span = rec.open_span(
                     st,
                     f"{sc.OP_CHAT} {model_name}",

@@ -9,6 +9,16 @@ artifact that the model call's prompt manifest includes.
 ``RecordingStore`` wraps any ``BaseStore``: each put/delete made by a tool or
 middleware becomes a ``memory_write`` artifact whose parent is the tool call
 (or model turn) executing at the time.
+
+The spans follow the GenAI conventions' memory span (``semconv.MEMORY``: the pinned source and
+the choices made): the injection's read is a ``search_memory`` span, a batch of writes one
+``upsert_memory`` span per namespace it puts into and one ``delete_memory`` span per namespace it
+deletes from (``store.delete`` is a put of None), each with ``gen_ai.memory.store.id`` (the
+namespace), ``gen_ai.memory.record.count`` and, for one record, ``gen_ai.memory.record.id`` (its
+key): attributes of what is at hand, nothing read or hashed for them. The artifacts stay in
+``unsee.artifact`` events on those spans, as before. :class:`MemoryChange` is how a forget or an
+erasure says what it changed in the store away from an agent's path (keyed hashes only), for the
+``delete_memory`` / ``upsert_memory`` spans of the forget's own trace.
 """
 
 from __future__ import annotations
@@ -16,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
@@ -84,7 +95,7 @@ class MemoryInjectionMiddleware(AgentMiddleware):
             return tuple(self.namespace(get_config().get("configurable", {}) or {}))
         return tuple(self.namespace)
 
-    def _inject(self, request, items) -> Any:
+    def _inject(self, request, items, namespace: Namespace = ()) -> Any:
         """Record the injection and return the overridden request (or the original)."""
         sid, lg_ckpt = current_session()
         if not items:
@@ -97,8 +108,8 @@ class MemoryInjectionMiddleware(AgentMiddleware):
             st = rec.state(sid, request.model)
             with st.lock:
                 rec.checkpoint(st, CheckpointKind.MEMORY_INJECTION, langgraph_checkpoint_id=lg_ckpt)
-                span = rec.start_span(st, f"{sc.OP_SEARCH_MEMORY} {'/'.join(items[0].namespace)}",
-                                      attributes={sc.GEN_AI_OPERATION: sc.OP_SEARCH_MEMORY})
+                span = rec.start_span(st, sc.OP_SEARCH_MEMORY, attributes=sc.memory_attributes(
+                    sc.OP_SEARCH_MEMORY, sc.memory_store_id(namespace), len(items)))
                 reads = []
                 for item in items:
                     src = source_key(item.namespace, item.key)
@@ -129,14 +140,16 @@ class MemoryInjectionMiddleware(AgentMiddleware):
         return request.override(system_message=new_sys)
 
     def wrap_model_call(self, request, handler):
-        items = self.store.search(self._namespace(), limit=self.limit)
+        ns = self._namespace()
+        items = self.store.search(ns, limit=self.limit)
         with _shared_scope():
-            return handler(self._inject(request, items))
+            return handler(self._inject(request, items, ns))
 
     async def awrap_model_call(self, request, handler):
-        items = await self.store.asearch(self._namespace(), limit=self.limit)
+        ns = self._namespace()
+        items = await self.store.asearch(ns, limit=self.limit)
         with _shared_scope():
-            return await handler(self._inject(request, items))
+            return await handler(self._inject(request, items, ns))
 
 
 @contextlib.contextmanager
@@ -303,12 +316,15 @@ class RecordingStore(BaseStore):
             st = rec.state(sid)
             with st.lock:
                 parent = producer[1] if producer and producer[0] == sid else None
-                span = rec.start_span(st, f"{sc.OP_UPDATE_MEMORY} {'/'.join(puts[0].namespace)}",
-                                      attributes={sc.GEN_AI_OPERATION: sc.OP_UPDATE_MEMORY})
-                if parent:
-                    rec.link(st, span, [parent])
+                spans = {}
+                for (name, ns), group in _write_groups(puts).items():
+                    keys = {op.key for op in group}
+                    span = spans[(name, ns)] = rec.start_span(st, name, attributes=sc.memory_attributes(
+                        name, sc.memory_store_id(ns), len(group), next(iter(keys)) if len(keys) == 1 else None))
+                    if parent:
+                        rec.link(st, span, [parent])
                 journal = []
-                for op, before in zip(puts, old):
+                for op, before in zip(puts, old):  # (in the batch's order: the journal's seqs follow it)
                     src = source_key(op.namespace, op.key)
                     deleted = op.value is None
                     text = "" if deleted else render_item(op.key, op.value)
@@ -316,13 +332,63 @@ class RecordingStore(BaseStore):
                     a = rec.artifact(st, ArtifactType.MEMORY_WRITE, aid, text,
                                      parents=(parent,) if parent else (), source_ids=(src,),
                                      attrs={"key": op.key, "deleted": deleted})
-                    rec.add_artifact_event(st, span, a)
+                    rec.add_artifact_event(st, spans[_write_kind(op)], a)
                     st.last_write[src] = aid
                     journal.append((a.seq, tuple(op.namespace), op.key, _dump(before), _dump(op.value)))
                 rec.store.submit(Batch(session_id=sid, journal=journal))
-                span.end()
+                for span in spans.values():
+                    span.end()
         except Exception as exc:
             rec.fail(sid, exc)
+
+
+def _write_kind(op: PutOp) -> tuple[str, tuple[str, ...]]:
+    """The memory operation a recorded put is (a put of None deletes) and its namespace."""
+    return (sc.OP_DELETE_MEMORY if op.value is None else sc.OP_UPSERT_MEMORY), tuple(op.namespace)
+
+
+def _write_groups(puts: list[PutOp]) -> dict[tuple[str, tuple[str, ...]], list[PutOp]]:
+    """A batch's puts by the span that records them: one per (operation, namespace), in the order
+    first seen (one span for the usual batch of one put)."""
+    groups: dict[tuple[str, tuple[str, ...]], list[PutOp]] = {}
+    for op in puts:
+        groups.setdefault(_write_kind(op), []).append(op)
+    return groups
+
+
+@dataclass(frozen=True)
+class MemoryChange:
+    """One memory operation a forget or an erasure made away from an agent's path (a commit's
+    store rollback, an erasure's namespace delete) on one namespace, as the forget's trace shows
+    it: keyed hashes only, since that trace outlives the erasure in trace backends."""
+
+    #: ``semconv.OP_DELETE_MEMORY`` or ``semconv.OP_UPSERT_MEMORY``
+    op: str
+    #: the home's keyed hash of the namespace ("/"-joined: how the erasure receipts label it)
+    store: str
+    #: how many records the operation changed (tried to)
+    count: int
+    #: keyed hashes of their source ids (``memory:<namespace>/<key>``), the first
+    #: ``semconv.MEMORY_RECORD_IDS_MAX``; (): not listed (a namespace delete: every record in it)
+    records: tuple[str, ...] = ()
+    #: wall-clock ``time_ns`` the operation began and ended
+    start_ns: int = 0
+    end_ns: int = 0
+
+
+def memory_changes(writes: Iterable[tuple[Sequence[str], str, Any]], hasher: Any, start_ns: int,
+                   end_ns: int) -> list[MemoryChange]:
+    """``(namespace, key, value)`` writes applied between ``start_ns`` and ``end_ns`` (a value of
+    None deletes) as one :class:`MemoryChange` per (operation, namespace), in the order first seen.
+    ``hasher``: the home's ``ContentHasher``."""
+    groups: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for ns, key, value in writes:
+        groups.setdefault(((sc.OP_DELETE_MEMORY if value is None else sc.OP_UPSERT_MEMORY), tuple(ns)),
+                          []).append(key)
+    return [MemoryChange(op, hasher.hash(sc.memory_store_id(ns)), len(keys),
+                         tuple(hasher.hash(source_key(ns, k)) for k in keys[:sc.MEMORY_RECORD_IDS_MAX]),
+                         start_ns, end_ns)
+            for (op, ns), keys in groups.items()]
 
 
 def _now():

@@ -1,8 +1,10 @@
 """The span processor that turns finished unsee spans into the provenance store.
 
 Add it to any TracerProvider (ours or the user's): spans without an
-``unsee.session.id`` attribute are ignored. It is an observer: it never
-raises into the code that ended the span.
+``unsee.session.id`` attribute are ignored, except those of unsee's describing
+tracers (``semconv.DESCRIBING_SCOPES``: a forget's trace, a detector's
+verdicts), kept with their conversation's spans while that session exists. It is
+an observer: it never raises into the code that ended the span.
 """
 
 from __future__ import annotations
@@ -117,6 +119,31 @@ def batch_from_span(span: ReadableSpan) -> Batch | None:
     return batch
 
 
+def describing_session(span: ReadableSpan) -> str | None:
+    """The session a span made by one of unsee's describing tracers is about (its
+    ``gen_ai.conversation.id``), None for any other span."""
+    scope = span.instrumentation_scope.name if span.instrumentation_scope else ""
+    if scope not in sc.DESCRIBING_SCOPES:
+        return None
+    sid = (span.attributes or {}).get(sc.GEN_AI_CONVERSATION_ID)
+    return str(sid) if sid else None
+
+
+class _Describe:
+    """Store a describing span's row with its session's spans, if the session still exists (a
+    verdict or a forget trace never makes a session, e.g. one erased meanwhile)."""
+
+    __slots__ = ("span", "session_id", "store")
+
+    def __init__(self, span: ReadableSpan, session_id: str, store: ProvenanceStore):
+        self.span, self.session_id, self.store = span, session_id, store
+
+    def __call__(self) -> Batch | None:
+        if not self.store.has_session(self.session_id, flush=False):
+            return None
+        return Batch(session_id=self.session_id, span=span_row(self.span, self.session_id), describes=True)
+
+
 class _Decode:
     __slots__ = ("span", "session_id")
 
@@ -142,6 +169,9 @@ class ProvenanceSpanProcessor(SpanProcessor):
         try:
             sid = records_session(span.attributes or {})
             if not sid:
+                about = describing_session(span)
+                if about:
+                    self.store.submit(_Describe(span, about, self.store))
                 return
             thunk = _Decode(span, str(sid))
             self.store.submit(thunk)  # decoded on the writer thread, in order

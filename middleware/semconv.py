@@ -12,7 +12,7 @@ GenAI semantic-convention names are used wherever one exists.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .records import Artifact, ArtifactType, Checkpoint, CheckpointKind
@@ -37,8 +37,7 @@ GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
 OP_CHAT = "chat"
 OP_EXECUTE_TOOL = "execute_tool"
 OP_INVOKE_AGENT = "invoke_agent"
-OP_SEARCH_MEMORY = "search_memory"
-OP_UPDATE_MEMORY = "update_memory"
+# (the memory operations: ``MEMORY`` and the ``OP_*_MEMORY`` names, at the end of this file)
 
 # unsee attributes
 SESSION = "unsee.session.id"
@@ -57,6 +56,17 @@ COMMITS = "unsee.commits"
 CONTENT = "unsee.content"
 TOKENIZER = "unsee.tokenizer"
 EFFECT = "unsee.tool.effect"
+
+#: the tracers (instrumentation scopes) whose spans describe a session without being its records:
+#: a forget's own trace, a detector's verdicts and screenings, the IFC's decisions. Made after the
+#: fact, they carry the session only as ``gen_ai.conversation.id``; the store keeps them with the
+#: session's spans (so ``unsee export`` sends them). A later forget's commit replaces the session's
+#: spans from its fork point on: it keeps the traces of their own (a forget's, a late verdict's:
+#: the roots of these scopes and every span of ``KEPT_SCOPES``), which say what happened to the
+#: session; the ones hanging under a replaced tool call (an IFC decision, a sync screening) go
+#: with it (the replay made its own)
+DESCRIBING_SCOPES = ("unsee.forget", "unsee.detect", "unsee.ifc")
+KEPT_SCOPES = ("unsee.forget",)
 
 A = "unsee.artifact."
 C = "unsee.checkpoint."
@@ -164,3 +174,84 @@ GUARDRAIL = {
     "rule_id": "gen_ai.guardrail.security.policy.rule.id",
     "input_hash": "gen_ai.guardrail.security.content.input.hash",  # hmac-sha256:...
 }
+#: the draft's event for one security finding on a ``run_guardrail`` span (its attributes: the
+#: ``GUARDRAIL`` names of the finding's category, score, rule and content hash)
+GUARDRAIL_FINDING_EVENT = "gen_ai.guardrail.security.finding"
+
+
+def guardrail_attributes(component: str, session: str, *, target_type: str, target_subtype: str,
+                         target_id: str, verdict: str, action: str | None = None, reason: str | None = None,
+                         **security: Any) -> dict[str, Any]:
+    """The attributes every ``run_guardrail`` span of unsee starts with (pure; one layout for the
+    IFC's decisions and the detector's verdicts). ``security``: more ``GUARDRAIL`` entries by
+    their short key (``risk_category=``, ``rule_id=``, ...); None values are left out, as is
+    ``action`` when the caller's action is not known (the draft asks for it only then)."""
+    attrs: dict[str, Any] = {
+        GEN_AI_OPERATION: OP_RUN_GUARDRAIL, GEN_AI_PROVIDER: "unsee", GEN_AI_CONVERSATION_ID: session,
+        GUARDRAIL["component"]: component, GUARDRAIL["target_type"]: target_type,
+        GUARDRAIL["target_subtype"]: target_subtype, GUARDRAIL["target_id"]: target_id,
+        GUARDRAIL["verdict"]: verdict,
+    }
+    if action is not None:
+        attrs[GUARDRAIL["action"]] = action
+    if reason is not None:
+        attrs[GUARDRAIL["verdict_reason"]] = reason
+    for key, value in security.items():
+        if value is not None:
+            attrs[GUARDRAIL[key]] = value  # (KeyError: a name not in the table)
+    return attrs
+
+
+# Memory spans: the GenAI conventions' ``gen_ai.memory.client`` span, followed as merged in
+# open-telemetry/semantic-conventions-genai PR #140 ("Add GenAI memory operation conventions",
+# opened 2026-05-11: the proposal of open-telemetry/semantic-conventions PR #3250, closed there,
+# moved and narrowed), read at commit 002c8a6ea1c8 (model/gen-ai/spans.yaml and registry.yaml;
+# status Development). Every memory name is in this one table, so a rename is one edit. Where
+# unsee had to choose:
+# - a recorded ``BaseStore.put`` is ``upsert_memory`` (the merged text: "a public API that may
+#   create, update, or consolidate memory records without the caller choosing which"; #3250 had
+#   only ``update_memory``, with upsert semantics); a put of None (``store.delete``) is
+#   ``delete_memory``; the memory injection's read is ``search_memory``;
+# - the span name is the operation alone (the conventions' ``{gen_ai.operation.name}``): no
+#   namespace in it (a namespace often names a user; it is an attribute);
+# - ``store.id`` is the LangGraph namespace joined by "/" (the conventions ask each component to
+#   say what the store id maps to), ``record.id`` the item's key, set only when the operation
+#   applies to one record; on a forget's trace (made after the erasure, kept by trace backends
+#   beyond its reach) both are the home's keyed hashes: of the namespace as the erasure receipts
+#   label it, of the record's source id (``memory:<namespace>/<key>``);
+# - ``query.text`` and ``records`` (opt-in in the conventions) are never set: payload reaches
+#   spans only as ``unsee.content`` on the artifacts, under ``Unsee(content_in_spans=True)``, as
+#   for every other span (the injection's search has no query text anyway).
+OP_SEARCH_MEMORY = "search_memory"
+OP_UPSERT_MEMORY = "upsert_memory"
+OP_DELETE_MEMORY = "delete_memory"
+#: every operation name of the pinned ``gen_ai.memory.client`` span (unsee records the three above)
+MEMORY_OPERATIONS = ("create_memory_store", "search_memory", "create_memory", "update_memory",
+                     "upsert_memory", "delete_memory", "delete_memory_store")
+MEMORY = {
+    "store_id": "gen_ai.memory.store.id",
+    "record_id": "gen_ai.memory.record.id",
+    "record_count": "gen_ai.memory.record.count",
+    "query_text": "gen_ai.memory.query.text",  # opt-in there; never set by unsee (see above)
+    "records": "gen_ai.memory.records",  # opt-in there; never set by unsee (see above)
+    # unsee's own: on a forget's trace, the keyed hashes of the records an operation changed (the
+    # first ``MEMORY_RECORD_IDS_MAX``; ``record_count`` says how many there were)
+    "record_ids": "unsee.memory.record.ids",
+}
+MEMORY_RECORD_IDS_MAX = 100
+
+
+def memory_store_id(namespace: Sequence[str]) -> str:
+    """What ``gen_ai.memory.store.id`` is for a LangGraph namespace (on an agent's spans)."""
+    return "/".join(namespace)
+
+
+def memory_attributes(op: str, store_id: str, count: int, record_id: str | None = None) -> dict[str, Any]:
+    """The ``gen_ai.memory.*`` attributes of a memory span (pure, cheap: what the caller has at
+    hand). ``store_id`` "" (the whole store) is left out, as the conventions allow."""
+    attrs: dict[str, Any] = {GEN_AI_OPERATION: op, MEMORY["record_count"]: count}
+    if store_id:
+        attrs[MEMORY["store_id"]] = store_id
+    if record_id is not None:
+        attrs[MEMORY["record_id"]] = record_id
+    return attrs

@@ -55,6 +55,9 @@ class SessionState:
     last_manifest_set: set[str] = field(default_factory=set)
     last_manifest_distinct: bool = True
     root: Span | None = None
+    #: the provider the session's model calls named (``gen_ai.provider.name``): the next run's
+    #: ``invoke_agent`` span has it from its start; the first run's gets it at its first model call
+    provider: str | None = None
     #: the graph run now recording here has its end watched (``run_end``): set when a run's
     #: first hook registers it, cleared when the run ends
     watched: bool = False

@@ -15,6 +15,7 @@ import json
 import threading
 import time
 
+from .semconv import DESCRIBING_SCOPES, KEPT_SCOPES
 from .sqldb import Db
 from .store_schema import ARTIFACT_COLS, CHECKPOINT_COLS, COMMIT_UPSERT, CONTENT_UPSERT
 
@@ -133,7 +134,12 @@ class SessionReplacement:
             with db.transaction():
                 db.execute("DELETE FROM artifacts WHERE session_id=? AND seq>=?", (session_id, at))
                 db.execute("DELETE FROM checkpoints WHERE session_id=? AND seq>=?", (session_id, at))
-                db.execute("DELETE FROM spans WHERE session_id=? AND start_ns>=?", (session_id, since_ns))
+                # (traces that describe the session stay: a forget's, a late verdict's; semconv)
+                db.execute(
+                    "DELETE FROM spans WHERE session_id=? AND start_ns>=? AND NOT (scope IN ({}) OR"
+                    " (scope IN ({}) AND parent_span_id IS NULL))".format(
+                        ",".join("?" * len(KEPT_SCOPES)), ",".join("?" * len(DESCRIBING_SCOPES))),
+                    (session_id, since_ns, *KEPT_SCOPES, *DESCRIBING_SCOPES))
                 for table in ("artifacts", "checkpoints", "spans"):
                     db.execute(f"UPDATE {table} SET session_id=? WHERE session_id=?", (session_id, scratch_id))
                 db.execute("DELETE FROM sessions WHERE session_id=?", (scratch_id,))

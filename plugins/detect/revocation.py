@@ -5,7 +5,9 @@ Two ways a verdict arrives (``u.detect(detectors, mode=..., policy=...)``):
 - ``mode="sync"``: detectors run on each tool return as it happens, inside
   the recording. With ``policy="auto"`` the flagged spans are removed before
   the model or the record ever see them (that observation *is* the
-  counterfactual one: nothing to replay later).
+  counterfactual one: nothing to replay later). Each screening's verdict
+  (``allow`` or ``deny``) is a ``run_guardrail`` span under the tool call's
+  span, timed on the agent's thread and sent off its path (``spans``).
 - ``mode="async"`` (the common case: the verdict is late): ``scan(session)``
   runs detectors over the recorded observations after the agent processed
   them; each finding becomes ``RevocationEvent(target=<flagged span>,
@@ -18,7 +20,8 @@ The service is also an *endorser* for the IFC plugin
 (``u.ifc(sinks, endorse=svc)``): :meth:`DetectionService.endorsed` vets
 observations as recorded now (detectors find nothing in them), caching each
 verdict per content hash, so an observation sanitized by a forget is vetted
-again.
+again; each observation it is asked about gets a guardrail span under the sink
+call's span, like a sync screening.
 """
 
 from __future__ import annotations
@@ -28,19 +31,21 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 from langchain_core.messages import ToolMessage
+from opentelemetry import trace
 
 from unsee.middleware.context import current_session, logical_session
 from unsee.middleware.hooks import tool_return_artifact_id
 from unsee.middleware.records import OBSERVATION_TYPES, ArtifactType
-from unsee.middleware.trace_after import emit
+from unsee.middleware.trace_after import AfterSpans, emit
 
 from .base import Finding, ToolSpec, bind_tools
 from .errors import DetectorFailed, InvalidSetting
 from .hooks import run_detectors
-from .trace import verdict_span
+from .trace import screening_span, verdict_span
 
 log = logging.getLogger("unsee.detect")
 Policy = Literal["auto", "queue", "alert"]
@@ -108,6 +113,10 @@ class DetectionService:
     #: where each acted-on verdict goes as a ``run_guardrail`` span (``trace.py``; an OpenTelemetry
     #: ``Tracer``; None: not traced)
     tracer: Any = None
+    #: where the guardrail spans of screenings on an agent's path go (``later(build)``, e.g.
+    #: ``unsee.middleware.trace_after.AfterSpans`` over the recorder's deferred queue); None: sent
+    #: at once through ``tracer`` (None too: not traced)
+    spans: Any = None
     #: session -> (artifact id, content hash) that scan() has acted on
     _scanned: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
     #: (artifact id, content hash) -> the detectors' findings in that content; shared by scan()
@@ -129,6 +138,8 @@ class DetectionService:
                               ("side_effects", ("defer", "ask", "execute"))):
             if getattr(self, name) not in allowed:
                 raise InvalidSetting(name, getattr(self, name), allowed)
+        if self.spans is None and self.tracer is not None:
+            self.spans = AfterSpans(self.tracer)
 
     # -- an interceptor: tools learned from model calls, tool returns screened (sync) -----
     def _learn(self, request) -> None:
@@ -164,12 +175,20 @@ class DetectionService:
         self._learn(request)
         return await handler(request)
 
-    def _screen(self, result):
+    def _screen(self, result, request=None):
         if self.mode != "sync" or not isinstance(result, ToolMessage) or not isinstance(result.content, str):
             return result
         aid = tool_return_artifact_id(result.tool_call_id or "")
         session = current_session()[0] or ""
-        found = run_detectors(self.detectors_for(logical_session()), result.content, aid, min_score=self.min_score)
+        logical = logical_session()
+        start = time.time_ns()
+        found = run_detectors(self.detectors_for(logical), result.content, aid, min_score=self.min_score)
+        if self.spans is not None:  # (laid out and sent off the agent's path)
+            tool = (getattr(request, "tool_call", None) or {}).get("name") or result.name
+            self.spans.later(partial(screening_span, logical, aid, tuple(found), screening="sync",
+                                     policy=self.policy, hash_text=self.ctx.hasher.hash, start_ns=start,
+                                     end_ns=time.time_ns(), parent=trace.get_current_span().get_span_context(),
+                                     tool_call_id=result.tool_call_id or None, tool_name=tool))
         if not found:
             return result
         for f in found:
@@ -179,10 +198,10 @@ class DetectionService:
         return result.model_copy(update={"content": redact(result.content, found)})
 
     def tool_call(self, request, handler):
-        return self._screen(handler(request))
+        return self._screen(handler(request), request)
 
     async def atool_call(self, request, handler):
-        return self._screen(await handler(request))
+        return self._screen(await handler(request), request)
 
     # -- async: late verdicts ---------------------------------------------------
     def scan(self, session: str, *, wait: bool = True, max_rounds: int = 8) -> list[Verdict]:
@@ -289,9 +308,11 @@ class DetectionService:
 
         Run on demand (the IFC asks at a sink call, so this is where a verdict
         is awaited), cached per content hash. A detector that fails vets
-        nothing (the call stays blocked) and is logged.
+        nothing (the call stays blocked) and is logged. Each verdict is a guardrail span under
+        the current span (the sink call's), sent off the caller's path (``spans``).
         """
         out: set[str] = set()
+        screened: list[tuple[str, tuple[Finding, ...], str, bool, int, int]] = []
         for aid in artifact_ids:
             if aid not in graph:
                 continue
@@ -299,10 +320,19 @@ class DetectionService:
             if a.type not in (ArtifactType.TOOL_RETURN, ArtifactType.MEMORY_READ) or not a.attrs.get("executed", True):
                 continue  # only observations of the world: never unsee's own "not executed" messages
             try:
-                if not self._findings_in(graph, a, session):
+                cached = (a.id, a.content_hash) in self._findings
+                start = time.time_ns()
+                found = self._findings_in(graph, a, session)
+                screened.append((aid, found, "memory" if a.type is ArtifactType.MEMORY_READ else "tool_call",
+                                 cached, start, time.time_ns()))
+                if not found:
                     out.add(aid)
             except DetectorFailed as exc:
                 log.warning("endorsement of %s in %s failed: %s", aid, session, exc)
+        if screened and self.spans is not None:
+            self.spans.later(partial(_endorsements, logical_session(), screened, policy=self.policy,
+                                     hash_text=self.ctx.hasher.hash,
+                                     parent=trace.get_current_span().get_span_context()))
         return out
 
     def pending(self) -> list[Verdict]:
@@ -337,3 +367,11 @@ class DetectionService:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+
+
+def _endorsements(session: str, screened: list, *, policy: str, hash_text: Callable[[str], str],
+                  parent: Any) -> list[Any]:
+    """The guardrail spans of one endorsement request, one per observation screened."""
+    return [screening_span(session, aid, found, screening="endorsement", policy=policy, hash_text=hash_text,
+                           start_ns=start, end_ns=end, parent=parent, target_subtype=subtype, cached=cached)
+            for aid, found, subtype, cached, start, end in screened]

@@ -153,6 +153,9 @@ class ErasureResult:
     #: the session was clean and ``receipt`` is the one an earlier erasure wrote (its own event id,
     #: maybe not the one asked with): nothing was erased or written this time
     existing: bool = False
+    #: route name -> the memory records its erase step deleted (``middleware.memory.MemoryChange``,
+    #: keyed hashes), for a forget's trace; routes that deleted none are absent
+    memory: dict[str, list[Any]] = field(default_factory=dict)
 
     @property
     def clean(self) -> bool:
@@ -262,18 +265,21 @@ class Eraser:
         notes: dict[str, list[str]] = {}
         timings: dict[str, float] = {}
         times: dict[str, tuple[int, int]] = {}
+        memory: dict[str, list[Any]] = {}
         for route in routes:
             fault_point(f"erase:{route.name}")
             t0, w0 = time.perf_counter(), time.time_ns()
             notes[route.name] = route.erase(scope)
             timings[route.name] = time.perf_counter() - t0
             times[route.name] = (w0, time.time_ns())
+            if changed := route.memory_changes():
+                memory[route.name] = changed
         after = self._audit(scope, routes, agent)
         receipt = self._receipt(scope, routes, before, after, notes, forget_event, key)
         path = self.ctx.home / "receipts" / f"{event_id}.json"
         save_receipt(receipt, path, shared_db(self.ctx.records))
         journal.set(state="done")
-        return ErasureResult(receipt, path, before, after, notes, timings, times)
+        return ErasureResult(receipt, path, before, after, notes, timings, times, memory=memory)
 
     def _earlier_receipts(self, scope: Scope, event_id: str,
                           pinned: str | None) -> tuple[str | None, list[tuple[Path, Receipt]]]:

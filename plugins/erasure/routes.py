@@ -171,6 +171,13 @@ class Route(abc.ABC):
         subject erasure (it is still audited, and the receipt says so)."""
         return None
 
+    def memory_changes(self) -> list[Any]:
+        """The memory records this route's erase steps deleted (``middleware.memory.MemoryChange``:
+        keyed hashes and counts), for the result and a forget's trace; [] for a route that
+        deletes none (the memory store route's target erasure deletes none either: a forget's
+        commit rolled the items back before)."""
+        return []
+
     def unreachable(self) -> list[str]:
         return []
 

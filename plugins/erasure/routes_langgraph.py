@@ -18,10 +18,13 @@ import hashlib
 import json
 import logging
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
 from unsee.middleware.faults import fault_point
+from unsee.middleware.memory import MemoryChange
+from unsee.middleware.semconv import OP_DELETE_MEMORY
 
 from . import history, history_pg, history_sql, row_audit
 from .keys import EncryptingSaver
@@ -301,6 +304,8 @@ class MemoryStoreRoute(Route):
         self.conn = getattr(self.inner, "conn", None)
         self.lock = getattr(self.inner, "lock", None)
         self.path = main_file(self.conn)
+        #: the namespace deletes of this route's subject erasure (``memory_changes``)
+        self.deleted: list[MemoryChange] = []
 
     def files(self, scope: Scope | None = None) -> list[Path]:
         return sqlite_route_files([self.path]) if self.path else []
@@ -325,9 +330,13 @@ class MemoryStoreRoute(Route):
 
         notes = []
         for ns in subject.namespaces:
+            began = time.time_ns()
             done = delete_namespace(self.store, ns, leases=subject.leases, hasher=subject.hasher)
             label = subject.hasher.hash("/".join(ns)) if subject.hasher is not None else "(selected)"
             notes.append(done.note(label))
+            if subject.hasher is not None:  # (every record of the namespace: no record ids)
+                self.deleted.append(MemoryChange(OP_DELETE_MEMORY, label, done.deleted, (), began,
+                                                 max(done.zero_at_ns, began)))
         if is_postgres(self.conn):
             notes.append(vacuum_full(self.conn, STORE_TABLES, lock=self.lock))
         elif self.conn is not None and self.path is not None:
@@ -341,6 +350,9 @@ class MemoryStoreRoute(Route):
             return []
         res = scrub(self.conn, lock=self.lock)
         return [scrub_note(res)]
+
+    def memory_changes(self) -> list[MemoryChange]:
+        return list(self.deleted)
 
     def unreachable(self) -> list[str]:
         return [UNREACHABLE.format(what="memory store")] if is_postgres(self.conn) else []

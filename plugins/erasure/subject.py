@@ -63,6 +63,9 @@ class SubjectErasureResult:
     before: AuditReport
     after: AuditReport
     notes: dict[str, list[str]] = field(default_factory=dict)
+    #: route name -> the memory records its step deleted this run (``middleware.memory.MemoryChange``:
+    #: a namespace's keyed hash and count); routes that deleted none are absent
+    memory: dict[str, list[Any]] = field(default_factory=dict)
 
     @property
     def clean(self) -> bool:
@@ -135,12 +138,15 @@ class SubjectEraser:
         subject = SubjectScope(eid, sel.threads, tuple(todo.sessions), sel.namespaces, self.leases,
                                self.ctx.hasher)
         notes: dict[str, list[str]] = dict(journal.get("notes") or {})
+        memory: dict[str, list[Any]] = {}
         for route in routes:
             if route.name not in todo.todo:
                 continue
             fault_point(f"erase:subject:{route.name}")
             got = route.erase_subject(subject)
             notes[route.name] = got if got is not None else ["no subject erasure on this route: audited only"]
+            if changed := route.memory_changes():
+                memory[route.name] = changed
             journal.set(done=[*journal.get("done"), route.name], notes=notes)
         after = self._audit(sel, eid, routes, todo.sessions, fps, agent)
         before_counts = journal.get("before") or {}
@@ -150,7 +156,7 @@ class SubjectEraser:
         path = self.ctx.home / "receipts" / f"{eid}.json"
         save_receipt(receipt, path, shared_db(self.ctx.records))
         journal.set(state=DONE)
-        return SubjectErasureResult(receipt, path, before, after, notes)
+        return SubjectErasureResult(receipt, path, before, after, notes, memory)
 
     def _fingerprints(self, sessions: list[str], threads: tuple[str, ...]) -> list[str]:
         """Keyed fingerprints of the subject's recorded texts that no other session holds."""

@@ -9,13 +9,14 @@ before anything else (``replay.abandon`` drops a replay that is not committed).
 from __future__ import annotations
 
 import json
+import time
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import RemoveMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from unsee.middleware.memory import StoreOverlay
+from unsee.middleware.memory import StoreOverlay, memory_changes
 
 from unsee.middleware import faults
 from .errors import CommitInterrupted, InjectedCrash
@@ -23,6 +24,7 @@ from .event import RevocationEvent
 from .plan import ReplayPlan
 from .ports import ForgetContext
 from .thread import recording_store, thread_cfg
+from .trace import record_memory
 
 if TYPE_CHECKING:
     from .replay import ReplayOutcome
@@ -102,7 +104,12 @@ def finish_commit(ctx: ForgetContext, agent: Any, session: str, event_id: str, *
     store = recording_store(agent)
     if store is not None:
         if data.get("overlay"):
-            StoreOverlay({(tuple(ns), key): value for ns, key, value in data["overlay"]}).apply(store.inner)
+            writes = [(tuple(ns), key, value) for ns, key, value in data["overlay"]]
+            began = time.time_ns()
+            StoreOverlay({(ns, key): value for ns, key, value in writes}).apply(store.inner)
+            if fresh:  # this forget's own rollback, for its trace (a roll-forward's is an earlier forget's)
+                ended = time.time_ns()
+                record_memory(lambda: memory_changes(writes, ctx.hasher, began, ended))
         store.end_overlay(scratch)
     if ctx.environments is not None:
         # The restored shadow becomes the session's sandbox: this process's shadow, else (the

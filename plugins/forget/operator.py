@@ -27,7 +27,7 @@ from .event import RevocationEvent
 from .plan import ReplayPlan, describe, make_plan
 from .ports import ForgetContext
 from .replay import abandon, clear_scratch, is_scratch_thread, run_replay, scratch_thread
-from .trace import phase
+from .trace import phase, record_superseded
 from .report import ForgetPlan, ForgetReport, SideEffect, TransitionOutcome
 from .sanitize import sanitize, sanitize_value
 from .strategy import Strategy
@@ -225,6 +225,9 @@ class Forgetter:
             with phase("replay"):
                 outcome = run_replay(ctx, agent, plan, event, side_effects)
             st = outcome.interceptor.stats
+            # (the session's graph is still the recorded one: the commit has not run)
+            record_superseded(lambda: ctx.sessions.graph(session),
+                              [*st.decoded_ids, *st.rematerialised_ids, *st.from_record_ids])
             orphaned = [_masked(o, event.target, ctx.hasher) for o in outcome.interceptor.orphaned()]
             committed = False
             if commit_result:

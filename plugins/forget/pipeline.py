@@ -36,7 +36,7 @@ from .operator import Forgetter, validate_forget_args
 from .ports import RevocationContext
 from .report import ForgetPlan, ForgetReport
 from .spread import Spread, spread_from
-from .trace import emit, forget_spans, phase, timing
+from .trace import emit, failed_spans, forget_spans, phase, timing
 
 log = logging.getLogger("unsee.forget")
 
@@ -64,8 +64,12 @@ class RevocationPipeline:
         if dry_run:
             return self.forgetter.forget(session, event, strategy, agent=agent, dry_run=True, wait=wait,
                                          side_effects=side_effects)
-        with timing() as t:
-            report = self._run(session, event, strategy, agent, commit, wait, side_effects, erase, scope)
+        try:
+            with timing() as t:
+                report = self._run(session, event, strategy, agent, commit, wait, side_effects, erase, scope)
+        except Exception as exc:
+            self._trace_failure(session, event, strategy, t, exc)
+            raise
         self._trace(report, t, event)
         return report
 
@@ -127,6 +131,19 @@ class RevocationPipeline:
             emit(tracer, forget_spans(report, t, raised_by=event.raised_by))
         except Exception:
             log.warning("could not emit the trace of forget %s", report.event_id, exc_info=True)
+
+    def _trace_failure(self, session: str, event: RevocationEvent, strategy: str, t: Any,
+                       exc: Exception) -> None:
+        """The trace of a forget that raised: its root marked with the error and the phases it
+        got through (an observer too)."""
+        tracer = self.ctx.tracer()
+        if tracer is None:
+            return
+        try:
+            emit(tracer, failed_spans(session, event.event_id, self.ctx.forget.hasher.hash(event.target), t, exc,
+                                      raised_by=event.raised_by, strategy=str(getattr(strategy, "value", strategy))))
+        except Exception:
+            log.warning("could not emit the trace of failed forget %s", event.event_id, exc_info=True)
 
     def _keep_record(self, report: ForgetReport, event: RevocationEvent, located: Located | None) -> None:
         """What ``unsee view --event`` shows of this forget. An observer: a failure to write it

@@ -31,6 +31,7 @@ from .plan import ReplayPlan
 from .ports import ForgetContext
 from .sanitize import sanitize, sanitize_value
 from .strategy import Strategy
+from .trace import note, phase
 from .thread import artifact_of, delete_thread, recording_store, thread_cfg
 
 log = logging.getLogger("unsee.replay")
@@ -97,10 +98,13 @@ def _crop_cache(ctx: ForgetContext, plan: ReplayPlan) -> None:
     if model is None or not hasattr(model, "restore"):
         return
     offset = plan.checkpoint.token_offset if plan.checkpoint is not None else 0
-    try:
-        model.restore(plan.session_id, offset)  # crop: the clean prefix stays in the cache
-    except Exception:
-        log.debug("cache restore to %s failed; prefix reuse will rebuild it", offset, exc_info=True)
+    with phase("restore.kv_cache", kv_offset=offset):
+        try:
+            model.restore(plan.session_id, offset)  # crop: the clean prefix stays in the cache
+            note(kv_cropped=True)
+        except Exception:
+            note(kv_cropped=False)
+            log.debug("cache restore to %s failed; prefix reuse will rebuild it", offset, exc_info=True)
 
 
 def _recording_failures(ctx: ForgetContext, scratch: str) -> int:
@@ -159,28 +163,31 @@ _IN_RUN = "in the agent run (its middleware, store or checkpointer)"
 _IN_FORK = "while forking the thread at its checkpoint (the agent's checkpointer or store)"
 
 
-def run_replay(ctx: ForgetContext, agent: Any, plan: ReplayPlan, event: RevocationEvent,
-               side_effects: SideEffectPolicy = "defer") -> ReplayOutcome:
-    """Fork and re-run the plan's turns on a scratch thread (module docstring). Whatever the
-    agent's own code raises (model, tool, store, checkpointer) becomes ``ReplayFailed`` naming
-    the turn and call, the replay abandoned: the session's state is as it was."""
+def _restore(ctx: ForgetContext, agent: Any, plan: ReplayPlan, event: RevocationEvent,
+             scratch: str) -> tuple[RecordingStore | None, StoreOverlay | None, int]:
+    """Fork the session into ``scratch`` at the plan's checkpoint: its records and agent state,
+    the memory store (an overlay, the tau item sanitized), the model's KV cache (cropped to the
+    clean prefix) and the sandbox (restored into a shadow). Each step is a phase of the trace."""
     session = plan.session_id
-    scratch = scratch_thread(session, event, plan.strategy)
-    clear_scratch(ctx, agent, scratch)  # a crashed earlier attempt may have left one: start clean
-    ctx.records.clone_prefix(session, scratch, plan.fork_seq)
-    # the fork's recording state starts from the prefix the plan's graph holds (no read back)
-    g = ctx.sessions.graph(session)
-    ctx.runs.seed_state(scratch, [a for a in g if a.seq < plan.fork_seq],
-                        [c for c in g.checkpoints if c.seq < plan.fork_seq])
-    failures0 = _recording_failures(ctx, scratch)
-    faults.point("fork")
+    with phase("restore.records", fork_seq=plan.fork_seq):
+        clear_scratch(ctx, agent, scratch)  # a crashed earlier attempt may have left one: start clean
+        ctx.records.clone_prefix(session, scratch, plan.fork_seq)
+        # the fork's recording state starts from the prefix the plan's graph holds (no read back)
+        g = ctx.sessions.graph(session)
+        ctx.runs.seed_state(scratch, [a for a in g if a.seq < plan.fork_seq],
+                            [c for c in g.checkpoints if c.seq < plan.fork_seq])
+        failures0 = _recording_failures(ctx, scratch)
+        faults.point("fork")
     store = recording_store(agent)
     overlay = None
     try:
-        fork_state(agent, plan, scratch)
+        with phase("restore.agent_state"):
+            fork_state(agent, plan, scratch)
         if store is not None:
-            overlay = store.begin_overlay(scratch, session, plan.fork_seq,
-                                          _memory_replacement(plan, store, event.target))
+            with phase("restore.memory"):
+                replacement = _memory_replacement(plan, store, event.target)
+                note(memory_items=len(replacement))
+                overlay = store.begin_overlay(scratch, session, plan.fork_seq, replacement)
     except Exception as e:  # (nothing to end yet: the overlay is the last thing begun)
         failed = replay_failed(plan, event, None, _IN_FORK, None, e)
         if failed is None:
@@ -188,7 +195,21 @@ def run_replay(ctx: ForgetContext, agent: Any, plan: ReplayPlan, event: Revocati
         raise failed from failed.original
     _crop_cache(ctx, plan)
     if ctx.environments is not None:
-        ctx.environments.begin_replay(scratch, session, plan.checkpoint.env_snapshot_id if plan.checkpoint else None)
+        snapshot = plan.checkpoint.env_snapshot_id if plan.checkpoint else None
+        with phase("restore.sandbox", **({"snapshot": snapshot} if snapshot else {})):
+            ctx.environments.begin_replay(scratch, session, snapshot)
+    return store, overlay, failures0
+
+
+def run_replay(ctx: ForgetContext, agent: Any, plan: ReplayPlan, event: RevocationEvent,
+               side_effects: SideEffectPolicy = "defer") -> ReplayOutcome:
+    """Fork and re-run the plan's turns on a scratch thread (module docstring). Whatever the
+    agent's own code raises (model, tool, store, checkpointer) becomes ``ReplayFailed`` naming
+    the turn and call, the replay abandoned: the session's state is as it was."""
+    session = plan.session_id
+    scratch = scratch_thread(session, event, plan.strategy)
+    with phase("restore"):
+        store, overlay, failures0 = _restore(ctx, agent, plan, event, scratch)
     since = plan.checkpoint.created_ns if plan.checkpoint is not None else 0
     outcome = ReplayOutcome(scratch, ReplayInterceptor(plan, event.target, side_effects), overlay, store, since)
     ctx.runs.interceptors.install(scratch, outcome.interceptor)
@@ -204,7 +225,9 @@ def run_replay(ctx: ForgetContext, agent: Any, plan: ReplayPlan, event: Revocati
             if not msgs:
                 continue
             faults.point(f"replay:turn:{turn}")
-            agent.invoke({"messages": msgs}, thread_cfg(scratch, unsee_session=session, unsee_event=event.event_id))
+            with phase("turn", turn=turn):
+                agent.invoke({"messages": msgs},
+                             thread_cfg(scratch, unsee_session=session, unsee_event=event.event_id))
         turn = None
         failures = _recording_failures(ctx, scratch) - failures0
         if failures > 0:

@@ -16,7 +16,8 @@
 The middleware adapter (turning a ``block`` into an error tool message, ``ask``
 into a LangGraph interrupt, decisions into span events) sits on top of these
 pure functions: :class:`IFCInterceptor` and :class:`SessionGraphs` in
-:mod:`.adapter`.
+:mod:`.adapter`; each decision's ``run_guardrail`` span is laid out by
+:mod:`.trace`.
 
 Public names are imported lazily (on first use); other plugins and the facade
 use only these names.
@@ -28,6 +29,7 @@ from unsee.plugins import lazy_exports
 
 _EXPORTS = {
     "IFCInterceptor": ".adapter",
+    "GuardrailSpans": ".adapter",
     "SessionGraphs": ".adapter",
     "Decision": ".decision",
     "Evidence": ".decision",

@@ -10,7 +10,10 @@ carries, not the session's length):
 tool never runs), ``ask`` raises a LangGraph interrupt for a human (resume
 with ``Command(resume=True)`` to allow), ``audit`` lets it run. Every
 decision is a span event on the tool's span with its evidence (artifact ids,
-labels, sinks, keyed hashes of the identifiers: never their text).
+labels, sinks, keyed hashes of the identifiers: never their text), and a
+``run_guardrail unsee.ifc`` span under it (:mod:`.trace`): the agent's thread
+takes the decision's times and the tool span's context, and hands the span to
+:class:`GuardrailSpans` (laid out and sent later, off the agent's path).
 
 Endorsement (``u.ifc(..., endorse=u.detect(...))``): when a call would be
 flagged, the untrusted observations that introduced its identifiers are put to
@@ -25,29 +28,36 @@ legitimately read from them (the IBAN on a bill the user asked to pay) pass.
 Interceptors fail closed: an error in deciding propagates to the run.
 
 What the interceptor reads of the recording is :class:`RecordedSessions`
-(whether a session was recorded, and its provenance graph) and a
-:class:`Hasher` (keyed hashes for span events); the facade hands over its
-pieces (:class:`SessionGraphs`), never itself.
+(whether a session was recorded, and its provenance graph), a
+:class:`Hasher` (keyed hashes for span events) and :class:`GuardrailSpans`
+(where guardrail spans go: the facade hands the home's tracer over the
+recorder's deferred queue, ``unsee.middleware.trace_after.AfterSpans``; without
+one they are sent at once through the global tracer provider); the facade hands
+over its pieces (:class:`SessionGraphs`), never itself.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, MutableMapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 from langchain_core.messages import ToolMessage
 from opentelemetry import trace
 
-from unsee.middleware.context import current_session
+from unsee.middleware.context import configurable, current_session
 from unsee.middleware.graph import ProvenanceGraph
 from unsee.middleware.tools import not_executed
+from unsee.middleware.trace_after import AfterSpans, SpanSpec
 
 from .decision import Decision
 from .index import SessionDecisions
 from .policy import SinkSpec, declared_sinks, parse_sinks
+from .trace import decision_span
 
 EVENT = "unsee.ifc.decision"
 
@@ -63,6 +73,14 @@ class Hasher(Protocol):
     """The keyed hash span events carry instead of an identifier."""
 
     def hash(self, text: str) -> str: ...
+
+
+class GuardrailSpans(Protocol):
+    """Where the decisions' guardrail spans go: ``later(build)`` calls the layout function
+    ``build`` (returning a ``SpanSpec`` or a list of them) and sends them, later and off the
+    agent's path, in the order handed over (``unsee.middleware.trace_after.AfterSpans``)."""
+
+    def later(self, build: Callable[[], SpanSpec | Iterable[SpanSpec]]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -117,9 +135,11 @@ class BoundedLRU(MutableMapping):
 class IFCInterceptor:
     def __init__(self, sessions: RecordedSessions, hasher: Hasher, sinks: Iterable[SinkSpec | str] = (), *,
                  mode: str = "block", trusted_sources: Iterable[str] = (), reset_at_trusted_sources: bool = True,
-                 endorse: Endorser | None = None):
+                 endorse: Endorser | None = None, spans: GuardrailSpans | None = None):
         self.sessions = sessions
         self.hasher = hasher
+        #: (no port handed over: sent at once, through the global tracer provider)
+        self.spans: GuardrailSpans = spans if spans is not None else AfterSpans(trace.get_tracer("unsee.ifc"))
         self.endorser: Endorser | None = None
         self.set_endorser(endorse)
         self.sinks = tuple(parse_sinks(list(sinks)))
@@ -165,9 +185,18 @@ class IFCInterceptor:
         if not self.sessions.has_session(thread):
             return None
         name, args = request.tool_call.get("name", ""), request.tool_call.get("args", {}) or {}
+        start = time.time_ns()
         decision = self.decision_for(thread, name, args, sinks)
-        trace.get_current_span().add_event(EVENT, decision.to_event(hash_of=self.hasher.hash))
+        end = time.time_ns()
+        span = trace.get_current_span()  # (the tool call's execute_tool span)
+        span.add_event(EVENT, decision.to_event(hash_of=self.hasher.hash))
         self.decisions.append(decision)
+        # its guardrail span: only what changes or is cheap is taken here; the layout, the hashes
+        # and the span itself are made off the agent's path
+        session = str(configurable().get("unsee_session") or thread)  # (a replay's: the session it rebuilds)
+        self.spans.later(partial(decision_span, decision, session=session, thread=thread,
+                                 tool_call_id=str(request.tool_call.get("id") or ""), parent=span.get_span_context(),
+                                 hash_text=self.hasher.hash, start_ns=start, end_ns=end))
         return decision
 
     def decision_for(self, thread: str, tool: str, args: dict, sinks: Iterable[SinkSpec]) -> Decision:

@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from unsee.plugins.forget import RevocationEvent
 from unsee.plugins.forget.report import ForgetReport, TransitionOutcome
-from unsee.plugins.forget.trace import ATTR, ForgetTiming, _Phase, forget_spans
+from unsee.plugins.forget.trace import ATTR, ForgetTiming, _Phase, failed_spans, forget_spans
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "erasure"))
 
@@ -81,6 +81,46 @@ def test_the_layout_of_a_forgets_trace(phases, routes, expected):
         assert ledger.attributes[ATTR["method"]] == "redact"
 
 
+def test_restore_steps_and_turns_nest_under_the_replay_and_link_what_they_supersede():
+    t = ForgetTiming(start_ns=1000, end_ns=3000, phases=[
+        _Phase("plan", 1000, 1100),
+        _Phase("replay", 1100, 2000),
+        _Phase("restore", 1110, 1200, parent=1),
+        _Phase("restore.kv_cache", 1120, 1130, parent=2, attrs={"kv_offset": 42, "kv_cropped": True}),
+        _Phase("restore.sandbox", 1140, 1190, parent=2, attrs={"snapshot": "snap-1"}),
+        _Phase("turn", 1200, 1500, parent=1, attrs={"turn": 2}),
+        _Phase("turn", 1500, 1990, parent=1, attrs={"turn": 3}, error="ReplayFailed"),
+    ], superseded={"a": (2, "0" * 31 + "1", "0" * 15 + "a"), "c": (3, "0" * 31 + "1", "0" * 15 + "c"),
+                   "d": (3, None, None)})
+    specs = forget_spans(_report(), t)
+    got = [(s.name, None if s.parent is None else specs[s.parent].name) for s in specs]
+    assert got == [("invoke_workflow unsee.forget", None), ("unsee.forget.plan", "invoke_workflow unsee.forget"),
+                   ("unsee.forget.replay", "invoke_workflow unsee.forget"),
+                   ("unsee.forget.restore", "unsee.forget.replay"),
+                   ("unsee.forget.restore.kv_cache", "unsee.forget.restore"),
+                   ("unsee.forget.restore.sandbox", "unsee.forget.restore"),
+                   ("unsee.forget.turn", "unsee.forget.replay"), ("unsee.forget.turn", "unsee.forget.replay")]
+    kv, sandbox, t2, t3 = specs[4], specs[5], specs[6], specs[7]
+    assert (kv.attributes[ATTR["kv_offset"]], kv.attributes[ATTR["kv_cropped"]]) == (42, True)
+    assert sandbox.attributes[ATTR["snapshot"]] == "snap-1"
+    # outcome: decoded a, b; rematerialised c; from_record d
+    assert (t2.attributes[ATTR["turn"]], t2.attributes[ATTR["decoded"]], t2.attributes[ATTR["rematerialised"]]) == (
+        2, 1, 0)
+    assert (t3.attributes[ATTR["rematerialised"]], t3.attributes[ATTR["from_record"]], t3.error) == (
+        1, 1, "ReplayFailed")
+    assert [(c.span_id, a[ATTR["mode"]]) for c, a in t2.links] == [(0xa, "decoded")]
+    assert [(c.span_id, a[ATTR["mode"]]) for c, a in t3.links] == [(0xc, "rematerialised")]  # d: no span known
+
+
+def test_a_failed_forgets_layout():
+    t = ForgetTiming(start_ns=1000, end_ns=2000, phases=[_Phase("plan", 1000, 1100),
+                                                         _Phase("replay", 1100, 1900, error="ReplayFailed")])
+    specs = failed_spans("s1", "ev-9", "hmac-sha256:ab", t, RuntimeError("x"), raised_by="detector", strategy="B7")
+    assert [s.name for s in specs] == ["invoke_workflow unsee.forget", "unsee.forget.plan", "unsee.forget.replay"]
+    assert specs[0].error == "RuntimeError" and specs[2].error == "ReplayFailed"
+    assert specs[0].attributes[ATTR["committed"]] is False and specs[0].attributes[ATTR["raised_by"]] == "detector"
+
+
 def test_a_forget_sends_its_own_trace(tmp_path, monkeypatch):
     import erasure_agents as ea
     from unsee import Unsee
@@ -126,7 +166,87 @@ def test_a_forget_sends_its_own_trace(tmp_path, monkeypatch):
         dumped = json.dumps([dict(s.attributes or {}) for s in spans] +
                             [[dict(e.attributes or {}) for e in s.events] for s in spans], default=str)
         assert ea.SECRET not in dumped
-        # and the provenance store did not take the forget's spans as records of the session
-        assert all(not s.name.startswith("unsee.forget") for s in u.store.spans("t1"))
+        # each replayed turn is a span under replay, linked to the spans it supersedes (in the
+        # session's recorded traces)
+        replay = next(s for s in mine if s.name == "unsee.forget.replay")
+        turns = [s for s in mine if s.name == "unsee.forget.turn"]
+        assert turns and all(s.parent.span_id == replay.context.span_id for s in turns)
+        superseded = [l for s in turns for l in s.links]
+        assert superseded and all(l.context.trace_id in session_traces for l in superseded)
+        assert {l.attributes[ATTR["link"]] for l in superseded} == {"supersedes"}
+        assert sum(s.attributes[ATTR["decoded"]] + s.attributes[ATTR["rematerialised"]]
+                   + s.attributes[ATTR["from_record"]] for s in turns) == len(
+            report.outcome.decoded + report.outcome.rematerialised + report.outcome.from_record)
+        restore = next(s for s in mine if s.name == "unsee.forget.restore")
+        assert restore.parent.span_id == replay.context.span_id
+        steps = {s.name for s in mine if s.parent is not None and s.parent.span_id == restore.context.span_id}
+        assert {"unsee.forget.restore.records", "unsee.forget.restore.agent_state",
+                "unsee.forget.restore.sandbox"} <= steps, steps
+        # the store keeps the forget's trace with the session's spans (so `unsee export` sends it),
+        # not as records of the session
+        stored = {r.span_id for r in u.store.spans("t1") if r.trace_id == format(root.context.trace_id, "032x")}
+        assert stored == {format(s.context.span_id, "016x") for s in mine}
+        assert not [a for a in u.graph("t1") if a.trace_id == format(root.context.trace_id, "032x")]
+        jaeger = tmp_path / "t1.json"
+        u.export_jaeger_json("t1", jaeger)
+        assert "invoke_workflow unsee.forget" in jaeger.read_text()
+    finally:
+        close()
+
+
+def test_a_later_forget_keeps_the_trace_of_an_earlier_one(tmp_path, monkeypatch):
+    """A commit replaces the session's spans from its fork point on, but not the traces that
+    describe the session (an earlier forget's)."""
+    import erasure_agents as ea
+
+    home = tmp_path / "home"
+    home.mkdir()
+    u, agent, close = ea.build(home)
+    try:
+        ea.run(agent, "t1")
+        u.forget("t1", RevocationEvent(target=ea.SECRET, event_id="ev-first"))
+        u.flush()
+        first = {r.trace_id for r in u.store.spans("t1") if r.name == "invoke_workflow unsee.forget"}
+        assert len(first) == 1
+        ea.run(agent, "t1")  # the session goes on, and the secret comes back in
+        u.forget("t1", RevocationEvent(target=ea.SECRET, event_id="ev-second"))
+        u.flush()
+        roots = [r for r in u.store.spans("t1") if r.name == "invoke_workflow unsee.forget"]
+        assert {r.attributes[ATTR["event"]] for r in roots} == {"ev-first", "ev-second"}
+        assert first <= {r.trace_id for r in roots}
+    finally:
+        close()
+
+
+def test_a_failed_forget_sends_a_trace_marked_with_its_error(tmp_path, monkeypatch):
+    import erasure_agents as ea
+    from unsee import Unsee
+    from unsee.middleware import faults
+
+    exporter = InMemorySpanExporter()
+    original = Unsee.__init__
+
+    def with_exporter(self, *a, **kw):
+        kw.setdefault("span_processors", [SimpleSpanProcessor(exporter)])
+        original(self, *a, **kw)
+
+    monkeypatch.setattr(Unsee, "__init__", with_exporter)
+    home = tmp_path / "home"
+    home.mkdir()
+    u, agent, close = ea.build(home)
+    try:
+        ea.run(agent, "t1")
+        u.flush()
+        exporter.clear()
+        with faults.crash_at("replay:done"), pytest.raises(BaseException):
+            u.forget("t1", RevocationEvent(target=ea.SECRET, event_id="ev-fails"))
+        u.flush()
+        spans = exporter.get_finished_spans()
+        root = next(s for s in spans if s.name == "invoke_workflow unsee.forget")
+        assert root.status.status_code.name == "ERROR" and root.attributes["error.type"]
+        assert root.attributes[ATTR["event"]] == "ev-fails" and root.attributes[ATTR["committed"]] is False
+        names = {s.name for s in spans if s.context.trace_id == root.context.trace_id}
+        assert {"unsee.forget.plan", "unsee.forget.replay", "unsee.forget.restore"} <= names
+        assert ea.SECRET not in json.dumps([dict(s.attributes or {}) for s in spans], default=str)
     finally:
         close()

@@ -55,7 +55,7 @@ def policy(messages: Sequence[BaseMessage], tools: Sequence[str]) -> AIMessage:
     return AIMessage(content=f"ok ({len(messages)} messages so far)")
 
 
-def make_agent(u, checkpointer, *, extra_middleware=(), store=None, system_prompt="You are support."):
+def make_agent(u, checkpointer, *, extra_middleware=(), store=None, system_prompt="You are support.", name=None):
     return create_agent(
         ScriptedChatModel(policy=policy),
         [lookup, refund],
@@ -63,6 +63,7 @@ def make_agent(u, checkpointer, *, extra_middleware=(), store=None, system_promp
         middleware=[u.middleware(), *extra_middleware],
         checkpointer=checkpointer,
         store=store,
+        name=name,
     )
 
 

@@ -102,7 +102,7 @@ def test_recorded_session_shape(recorded):
     """Sanity of the fixture: the spans the export tests rely on were recorded."""
     rows, g = recorded["rows"], recorded["graph"]
     names = [r.name for r in rows]
-    assert names.count("invoke_agent agent") == 2
+    assert names.count("invoke_agent") == 2
     assert sum(n.startswith("chat ") for n in names) == 3
     assert names.count("execute_tool lookup") == 1
     assert len({r.trace_id for r in rows}) == 2  # one trace per turn
@@ -145,10 +145,10 @@ async def test_otlp_export_reaches_receiver_with_parents_links_and_attributes(re
         assert (s.parent_span_id.hex() or None) == r.parent_span_id
 
     # structure: one invoke_agent root per trace, every other span its child
-    roots = {s.trace_id.hex(): s for s in got if s.name == "invoke_agent agent"}
+    roots = {s.trace_id.hex(): s for s in got if s.name == "invoke_agent"}
     assert len(roots) == 2
     for s in got:
-        if s.name == "invoke_agent agent":
+        if s.name == "invoke_agent":
             assert s.parent_span_id == b""
             assert proto_attrs(s.attributes)["gen_ai.operation.name"] == "invoke_agent"
         else:

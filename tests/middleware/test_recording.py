@@ -304,12 +304,12 @@ def test_spans_follow_genai_conventions(tmp_path):
     by_name = {s.name: s for s in spans}
     chat = [s for s in spans if s.attributes.get(sc.GEN_AI_OPERATION) == "chat"]
     tool_spans = [s for s in spans if s.name == "execute_tool lookup"]
-    assert chat and tool_spans and "invoke_agent agent" in by_name
+    assert chat and tool_spans and "invoke_agent" in by_name
     t = tool_spans[0]
     assert t.attributes[sc.GEN_AI_TOOL_NAME] == "lookup" and t.attributes[sc.GEN_AI_TOOL_CALL_ID]
     assert t.attributes[sc.GEN_AI_OPERATION] == "execute_tool"
     assert chat[0].attributes[sc.GEN_AI_PROVIDER] == "scripted"
-    root = by_name["invoke_agent agent"]
+    root = by_name["invoke_agent"]
     assert all(s.context.trace_id == root.context.trace_id for s in spans)
     assert all(s.parent is not None and s.parent.span_id == root.context.span_id for s in chat + tool_spans)
     # the second chat span links to the tool span that produced its input, and says so in an attribute
@@ -367,4 +367,4 @@ def test_a_failed_run_ends_its_turn(u):
         say(agent, "e", "hi")
     assert not u.recorder.is_running("e")  # a forget would not wait for it
     spans = {s.name: s.status_code for s in u.store.spans("e")}
-    assert spans["execute_tool boom"] == "ERROR" and spans["invoke_agent agent"] == "ERROR"
+    assert spans["execute_tool boom"] == "ERROR" and spans["invoke_agent"] == "ERROR"

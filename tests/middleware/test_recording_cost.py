@@ -110,9 +110,9 @@ def test_a_run_returns_before_its_last_spans_end_and_a_flush_ends_them(tmp_path)
     u.flush()
     spans = exporter.get_finished_spans()
     names = [s.name for s in spans]
-    for name in ("invoke_agent agent", "chat scripted-policy", "execute_tool lookup"):
+    for name in ("invoke_agent", "chat scripted-policy", "execute_tool lookup"):
         assert name in names, (name, names)
-    assert names[-1] == "invoke_agent agent"  # the children end before the run's span
+    assert names[-1] == "invoke_agent"  # the children end before the run's span
     # the records that used to get spans of their own are events on the spans that follow them
     first_chat = next(s for s in spans if s.name == "chat scripted-policy")
     kinds = [e.attributes.get("unsee.record.kind") or e.attributes.get("unsee.checkpoint.kind")

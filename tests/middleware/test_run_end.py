@@ -85,7 +85,7 @@ def test_an_error_ends_the_turn_with_the_error_on_the_run_span(tmp_path):
         agent.invoke({"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "x"}})
     assert not u.recorder.is_running("x")
     u.flush()
-    runs = [s for s in exporter.get_finished_spans() if s.name == "invoke_agent agent"]
+    runs = [s for s in exporter.get_finished_spans() if s.name == "invoke_agent"]
     assert len(runs) == 1 and runs[0].status.status_code.name == "ERROR"
     u.close()
 
