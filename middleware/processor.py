@@ -139,7 +139,11 @@ class _Describe:
         self.span, self.session_id, self.store = span, session_id, store
 
     def __call__(self) -> Batch | None:
-        if not self.store.has_session(self.session_id, flush=False):
+        try:
+            if not self.store.has_session(self.session_id, flush=False):
+                return None
+        except Exception:  # (not a record: losing it never marks the session incomplete)
+            log.warning("could not keep span %s of session %s", self.span.name, self.session_id, exc_info=True)
             return None
         return Batch(session_id=self.session_id, span=span_row(self.span, self.session_id), describes=True)
 

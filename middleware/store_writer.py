@@ -292,7 +292,8 @@ class BatchWriter:
         except Exception as exc:  # observer: never propagate, count and mark
             log.exception("provenance write failed")
             for b in batches:
-                self.mark_failure(b.session_id, repr(exc))
+                if not b.describes:  # (a lost trace of a forget or a verdict leaves the records whole)
+                    self.mark_failure(b.session_id, repr(exc))
 
     def _write(self, batches: list[Batch]) -> None:
         """One transaction per file for ``batches``, one statement per kind of row.
