@@ -58,15 +58,15 @@ TOKENIZER = "unsee.tokenizer"
 EFFECT = "unsee.tool.effect"
 
 #: the tracers (instrumentation scopes) whose spans describe a session without being its records:
-#: a forget's own trace, a detector's verdicts and screenings, the IFC's decisions. Made after the
+#: a forget's own trace, an erasure's, a detector's verdicts and screenings, the IFC's decisions. Made after the
 #: fact, they carry the session only as ``gen_ai.conversation.id``; the store keeps them with the
 #: session's spans (so ``unsee export`` sends them). A later forget's commit replaces the session's
 #: spans from its fork point on: it keeps the traces of their own (a forget's, a late verdict's:
 #: the roots of these scopes and every span of ``KEPT_SCOPES``), which say what happened to the
 #: session; the ones hanging under a replaced tool call (an IFC decision, a sync screening) go
 #: with it (the replay made its own)
-DESCRIBING_SCOPES = ("unsee.forget", "unsee.detect", "unsee.ifc")
-KEPT_SCOPES = ("unsee.forget",)
+DESCRIBING_SCOPES = ("unsee.forget", "unsee.erasure", "unsee.detect", "unsee.ifc")
+KEPT_SCOPES = ("unsee.forget", "unsee.erasure")
 
 A = "unsee.artifact."
 C = "unsee.checkpoint."

@@ -411,7 +411,11 @@ class Unsee:
         (checkpoint history rewritten, memory store, records, ledger, sandbox snapshots): an
         ``ErasureResult`` (``.receipt``, signed; ``.path``; ``.after``, the audit; ``.clean``). A rerun
         with the same event finishes an interrupted one. ``NotForgotten`` if the state still holds it."""
-        return self._eraser().erase(thread_id, event, agent=self._agent_for(thread_id, agent))
+        from .wiring import traced_erasure
+
+        eraser, agent = self._eraser(), self._agent_for(thread_id, agent)
+        return traced_erasure(self, "erase", lambda: eraser.erase(thread_id, event, agent=agent),
+                              session=thread_id, event_id=getattr(event, "event_id", None))
 
     def retention(self, thread_id: str, policy=None, *, agent=None):
         """Apply a retention policy (default: ``Unsee(retention=...)``) to the session's LangGraph
@@ -452,8 +456,11 @@ class Unsee:
         self.flush()
         first = threads[0] if isinstance(threads, (list, tuple)) and threads and isinstance(threads[0], str) else None
         agent = agent or (self.recorder.agents.get(first) if first else None) or self.recorder.last_agent
-        result = SubjectEraser(erasure_context(self), self.recorder.leases).erase(
-            threads, namespaces, targets, agent=agent, subject=subject)
+        from .wiring import traced_erasure
+
+        eraser = SubjectEraser(erasure_context(self), self.recorder.leases)
+        result = traced_erasure(self, "erase_subject",
+                                lambda: eraser.erase(threads, namespaces, targets, agent=agent, subject=subject))
         if self.recorder.forks is not None:  # (fork-memory rows hold ids only; the sessions are gone)
             for thread in threads:
                 self.recorder.forks.journal.drop(thread)

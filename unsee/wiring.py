@@ -56,6 +56,26 @@ def erasure_context(u: Unsee) -> Any:
                           runs=u.recorder, content_in_spans=u.recorder.content_in_spans, version=version())
 
 
+def traced_erasure(u: Unsee, kind: str, run: Any, *, session: str | None = None, event_id: str | None = None) -> Any:
+    """``run()`` (an erasure on its own: ``u.erase``, ``u.erase_subject``), then its trace through
+    ``u``'s tracer provider (``unsee.plugins.forget.erasure_spans``); sending it is an observer:
+    a failure is logged, never raised into the erasure."""
+    import logging
+    import time
+
+    from unsee.plugins.forget import emit, erasure_spans
+
+    start = time.time_ns()
+    result = run()
+    try:
+        emit(u.tracer_provider.get_tracer("unsee.erasure", version()),
+             erasure_spans(result, kind=kind, start_ns=start, end_ns=time.time_ns(), session=session,
+                           event_id=event_id))
+    except Exception:
+        logging.getLogger("unsee.erasure").warning("could not emit the trace of an erasure", exc_info=True)
+    return result
+
+
 def guardrail_spans(u: Unsee, scope: str) -> Any:
     """Where a plugin's guardrail spans timed on an agent's path go: ``u``'s tracer provider, over
     the recorder's deferred queue (laid out and sent by the store's writer while the agent

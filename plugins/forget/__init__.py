@@ -38,6 +38,8 @@ _EXPORTS = {
     "Forgetter": ".operator",
     "RevocationPipeline": ".pipeline",
     "raised_from": ".trace",
+    "erasure_spans": ".trace",
+    "emit": ".trace",
     "RevocationContext": ".ports",
     "ForgetRecords": ".ports",
     "Located": ".locate",

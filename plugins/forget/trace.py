@@ -33,7 +33,8 @@ from unsee.middleware.trace_after import SpanSpec, emit
 from .memory_trace import memory_spans
 
 __all__ = ["ForgetTiming", "SpanSpec", "phase", "note", "timing", "record_erasure", "record_memory",
-           "record_superseded", "forget_spans", "failed_spans", "emit", "raised_from", "WORKFLOW", "ATTR"]
+           "record_superseded", "forget_spans", "failed_spans", "erasure_spans", "emit", "raised_from",
+           "WORKFLOW", "ATTR"]
 
 #: the root span's workflow name (``gen_ai.workflow.name``) and operation
 WORKFLOW = "unsee.forget"
@@ -292,6 +293,29 @@ def failed_spans(session: str, event_id: str, target_hash: str | None, t: Forget
         root[ATTR["strategy"]] = strategy
     specs = [_root(t, root, error=type(error).__name__)] + _phase_spans(t, conv, None)
     return specs + _memory_part(specs, t, conv)
+
+
+def erasure_spans(result: Any, *, kind: str, start_ns: int, end_ns: int, session: str | None = None,
+                  event_id: str | None = None) -> list[SpanSpec]:
+    """The trace of an erasure run on its own (pure): ``u.erase`` (``kind="erase"``: the record of
+    a session forgotten earlier) or ``u.erase_subject`` (``"erase_subject"``: a data subject's
+    sessions and namespaces). The root ``invoke_workflow unsee.<kind>``, a span per route of its
+    receipt (at the route's own times when the result has them), the memory records a route
+    deleted (``delete_memory``) under it, and the receipt's digest. ``session``: the session erased
+    (its ``gen_ai.conversation.id``); a subject erasure names none (its sessions are gone)."""
+    conv = {GEN_AI_CONVERSATION_ID: session} if session else {}
+    workflow = f"unsee.{kind}"
+    root: dict[str, Any] = {GEN_AI_OPERATION: OP_INVOKE_WORKFLOW, GEN_AI_WORKFLOW_NAME: workflow, **conv,
+                            ATTR["clean"]: bool(result.clean)}
+    if event_id:
+        root[ATTR["event"]] = event_id
+    specs = [SpanSpec(f"{OP_INVOKE_WORKFLOW} {workflow}", start_ns, end_ns, root)]
+    specs += _route_spans(result, specs[0], 0, conv)
+    digest = _receipt_digest(str(getattr(result, "path", "") or ""))
+    if digest:
+        specs.append(SpanSpec(f"{workflow}.receipt", end_ns, end_ns, {**conv, ATTR["receipt"]: digest}, parent=0))
+    erased = (getattr(result, "memory", None) or {}).items()
+    return specs + memory_spans(specs, [(f"unsee.erasure {route}", changes) for route, changes in erased], conv)
 
 
 def _root(t: ForgetTiming, attrs: dict[str, Any], error: str | None = None) -> SpanSpec:

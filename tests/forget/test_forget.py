@@ -3,6 +3,8 @@
 import json
 
 import pytest
+
+from unsee.middleware.semconv import DESCRIBING_SCOPES
 from langgraph.store.memory import InMemoryStore
 
 from forget_agents import FIRED, SECRET, build, say, state_of
@@ -371,7 +373,7 @@ def test_rebuilt_spans_keep_the_session_id(tmp_path):
     every = u.store.spans("s")
     assert every and {sp.attributes["gen_ai.conversation.id"] for sp in every} == {"s"}
     # the session's records, and the forget's own trace kept with them (not a record: no session id)
-    spans = [sp for sp in every if sp.scope not in ("unsee.forget", "unsee.detect", "unsee.ifc")]
+    spans = [sp for sp in every if sp.scope not in DESCRIBING_SCOPES]
     assert {sp.name for sp in every if sp.scope == "unsee.forget"} >= {"invoke_workflow unsee.forget"}
     assert {sp.attributes["unsee.session.id"] for sp in spans} == {"s"}
     rebuilt = [sp for sp in spans if "unsee.replay.thread" in sp.attributes]

@@ -153,3 +153,41 @@ def test_a_subject_erasures_namespace_delete_is_in_its_result(tmp_path):
         assert set(result.memory) == {"langgraph.store"}  # the only route that deletes memory records
     finally:
         u.close()
+
+
+def test_a_subject_erasure_sends_a_trace_with_its_memory_deletes(tmp_path):
+    """``u.erase_subject`` is a trace of its own: the root, a span per route of its receipt, the
+    namespace it deleted as a ``delete_memory`` span under the store's route, the receipt's digest;
+    no namespace, key or thread id in clear."""
+    import hashlib
+
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    u = Unsee(home=tmp_path / "home", span_processors=[SimpleSpanProcessor(exporter)])
+    agent, store = build(u)
+    try:
+        for text in ["hello", "remember I like tea", "bye"]:
+            say(agent, "s", text)
+        u.flush()
+        exporter.clear()
+        result = u.erase_subject(["s"], [("mem", "dana")], agent=agent)
+        spans = exporter.get_finished_spans()
+        root = next(s for s in spans if s.name == "invoke_workflow unsee.erase_subject")
+        mine = [s for s in spans if s.context.trace_id == root.context.trace_id]
+        assert root.attributes["gen_ai.workflow.name"] == "unsee.erase_subject"
+        assert root.attributes["unsee.erasure.clean"] is result.clean
+        routes = {s.name for s in mine if s.name.startswith("unsee.erasure ")}
+        assert routes == {f"unsee.erasure {r.name}" for r in result.receipt.routes}
+        (delete,) = [s for s in mine if s.name == "delete_memory"]
+        parent = next(s for s in mine if s.context.span_id == delete.parent.span_id)
+        assert parent.name == "unsee.erasure langgraph.store"
+        assert delete.attributes["gen_ai.memory.store.id"] == u.hasher.hash("mem/dana")
+        receipt = next(s for s in mine if s.name == "unsee.erase_subject.receipt")
+        assert receipt.attributes["unsee.receipt.digest"] == (
+            "sha256:" + hashlib.sha256(result.path.read_bytes()).hexdigest())
+        dumped = repr([dict(s.attributes) for s in mine])
+        assert "dana" not in dumped and "gen_ai.conversation.id" not in dumped
+    finally:
+        u.close()

@@ -250,3 +250,28 @@ def test_a_failed_forget_sends_a_trace_marked_with_its_error(tmp_path, monkeypat
         assert ea.SECRET not in json.dumps([dict(s.attributes or {}) for s in spans], default=str)
     finally:
         close()
+
+
+def test_an_erasure_on_its_own_sends_a_trace_kept_with_the_session(tmp_path):
+    """``u.erase`` after a forget that did not erase: its own trace (root, a span per route, the
+    receipt's digest), kept with the session's spans so ``unsee export`` sends it."""
+    import erasure_agents as ea
+
+    home = tmp_path / "home"
+    home.mkdir()
+    u, agent, close = ea.build(home)
+    try:
+        ea.run(agent, "t1")
+        ev = RevocationEvent(target=ea.SECRET, event_id="ev-later")
+        u.forget("t1", ev, erase=False)
+        result = u.erase("t1", ev)
+        assert result.clean
+        u.flush()
+        rows = [r for r in u.store.spans("t1") if r.scope == "unsee.erasure"]
+        root = next(r for r in rows if r.name == "invoke_workflow unsee.erase")
+        assert root.attributes[ATTR["event"]] == "ev-later" and root.attributes["gen_ai.conversation.id"] == "t1"
+        assert {r.name for r in rows if r.parent_span_id == root.span_id} >= {
+            f"unsee.erasure {r.name}" for r in result.receipt.routes} | {"unsee.erase.receipt"}
+        assert ea.SECRET not in json.dumps([r.attributes for r in rows])
+    finally:
+        close()
