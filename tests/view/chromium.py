@@ -168,7 +168,11 @@ class DevTools:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise DevToolsError(f"chromium sent no DevTools message within {self.timeout}s")
-            ready, _, _ = select.select([self._from_browser], [], [], min(left, 1.0))
+            # (poll, not select: in a long test run this process holds more than 1 024 descriptors,
+            # and select() refuses a descriptor numbered past FD_SETSIZE)
+            poller = select.poll()
+            poller.register(self._from_browser, select.POLLIN)
+            ready = poller.poll(int(min(left, 1.0) * 1000))
             if ready:
                 chunk = os.read(self._from_browser, 1 << 20)
                 if not chunk:
