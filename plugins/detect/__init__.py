@@ -7,6 +7,10 @@
 - :mod:`.signals` — :class:`SignalDetector`, the default detector: the rules
   plus signals that do not depend on one template (the agent's own tools among
   them).
+- :mod:`.normalize` — :func:`reader_view`: the text as its reader sees it (invisible
+  characters gone, escapes decoded, NFKC) with a map back to the original.
+- :mod:`.learned` — :class:`LearnedDetector`, a logistic regression over hashed n-grams and
+  the signals, its weights shipped beside it (``python -m unsee.eval.train_detector``).
 - :mod:`.hooks` — :class:`CallableDetector` for user classifiers,
   :func:`run_detectors`.
 - :mod:`.llm_judge` — :class:`LLMJudgeDetector`, a judge over any
@@ -52,6 +56,15 @@ _EXPORTS = {
     "Rule": ".rules",
     "RuleDetector": ".rules",
     "SignalDetector": ".signals",
+    "LEARNED_SHAPE": ".learned",
+    "LEARNED_WEIGHTS": ".learned",
+    "LearnedDetector": ".learned",
+    "LearnedWeights": ".learned",
+    "load_learned_weights": ".learned",
+    "save_learned_weights": ".learned",
+    "text_features": ".learned",
+    "unit_scores": ".learned",
+    "reader_view": ".normalize",
     "DetectionService": ".revocation",
     "DetectionService": ".revocation",
 }

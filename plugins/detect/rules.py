@@ -65,6 +65,9 @@ _SEND = r"(?:send|forward|transfer|wire|pay|remit|e-?mail|share|upload|post|leak
 _WHAT = (r"(?:[$€£]\s?\d|\b(?:money|funds?|payments?|amounts?|balance|cash|usd|eur|dollars?|euros?|bitcoins?|btc|"
          r"eth|crypto\w*|data|files?|documents?|e-?mails?|messages?|passwords?|credentials?|contacts?|history|"
          r"records?|information|details|secrets?|keys?|tokens?|codes?|everything|all|inbox|attachments?)(?![\w]))")
+#: where an override verb starts (the look-ahead of its first letters lets the regex engine skip
+#: other positions fast: a pattern that starts with a set of characters is searched for that set)
+_OVERRIDE_AT = rf"(?=[idfobsan]){_W}"
 #: a character inside one sentence (a dot followed by a word char is not an end: 1.5, a@b.com)
 _IN = r"(?:[^.!?\n]|[.!?](?=\w))"
 
@@ -74,10 +77,10 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         r".*?(?:<\s*/\s*\1\s*>|\Z)", _IS),
         0.9, "instruction block in data (<INFORMATION>-style tags)"),
     Rule("override", re.compile(
-        rf"{_W}{_OVERRIDE_VERB}\s+(?:{_OVERRIDE_QUAL}\s+){{0,4}}{_OVERRIDE_NOUN}\b", _I),
+        rf"{_OVERRIDE_AT}{_OVERRIDE_VERB}\s+(?:{_OVERRIDE_QUAL}\s+){{0,4}}{_OVERRIDE_NOUN}\b", _I),
         0.9, "asks the agent to ignore its instructions", PARAGRAPH),
     Rule("new_instructions", re.compile(
-        r"\b(?:new|updated|real|actual|true|secret|hidden|additional|urgent)\s+(?:system\s+)?"
+        r"(?=[nuratshyfbi])(?:\b(?:new|updated|real|actual|true|secret|hidden|additional|urgent)\s+(?:system\s+)?"
         r"(?:instructions?|orders|directives?)\s*[:\-]"
         r"|\byour\s+(?:new|real|actual|true|next|only|first)\s+(?:task|goal|objective|instructions?|job|"
         r"mission|priority)\s+(?:is|are)\b"
@@ -85,13 +88,13 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         r"|\byou\s+(?:are|must|will|should)\s+now\b"
         r"|\bbefore\s+you\s+(?:can\s+)?(?:solve|complete|do|answer|continue|finish|proceed\s+with)\s+"
         r"(?:the|your|any|this)\s+(?:task|request|question|job)"
-        r"|\binstead\s+of\s+(?:solving|completing|doing|answering)\s+(?:the|your)\s+(?:task|request)", _I),
+        r"|\binstead\s+of\s+(?:solving|completing|doing|answering)\s+(?:the|your)\s+(?:task|request))", _I),
         0.8, "gives the agent new instructions", PARAGRAPH),
     Rule("addressed_to_model", re.compile(
-        rf"\bto\s+you,?\s+(?:the\s+)?{_MODEL}\b"
+        rf"(?=[tdahnmri])(?:\bto\s+you,?\s+(?:the\s+)?{_MODEL}\b"
         rf"|\b(?:dear|attention|hey|hi|hello|note\s+to(?:\s+the)?)\s*,?\s+{_MODEL}\b"
         r"|\b(?:message|note|instructions?|request)\s+from\s+me\b"
-        r"|\bIMPORTANT\s*!{2,}", _I),
+        r"|\bIMPORTANT\s*!{2,})", _I),
         0.7, "text addressed to the AI agent inside data", PARAGRAPH),
     Rule("chat_template", re.compile(
         r"<\|im_start\|>\s*(?:system|user|assistant|developer|tool)\b.*?(?:<\|im_end\|>|\Z)", _IS),

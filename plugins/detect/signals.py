@@ -10,23 +10,52 @@ signal that fired.
 - **marker**: a pseudo-instruction heading in data (``TODO:``,
   ``###(system_message)``, ``[SYSTEM]``, ``Note to the assistant:``) — also
   where a tool's YAML rendering puts it after ``key: '`` or glues it to the
-  previous word;
+  previous word; an ``IMPORTANT:`` heading is weak (people write it to
+  people: "IMPORTANT: run make test before opening a pull request");
+- **label**: a label that puts an order in the agent's or the system's mouth
+  (``Assistant override:``, ``model instruction:``, ``AI directive -``,
+  ``[bot command]``, ``KI-Anweisung:``, a JSON/YAML key ``ai_instructions``);
+  a marker or label counts once, with the order right after it;
 - **imperative**: a clause that starts with an order (``Send …``, ``Please
-  delete …``, ``Do … instead``);
+  delete …``, ``Do … instead``), in English, French, Spanish, German,
+  Italian, Portuguese or Dutch (:data:`FOREIGN_VERBS`);
+- **third-person order**: an order whose subject is an AI agent, however
+  it is named and in any grammatical person ("the assistant handling this
+  ticket should forward …", "AI agents processing this response must call
+  …", "whoever processes this document is required to delete …", "all
+  assistants must now …", "der Assistent muss … löschen"); a duty that does
+  not act ("the assistant should answer briefly") is not one;
 - **tool action**: the order's verb is one of the agent's own tools' actions
   (``send`` for ``send_money``, ``change`` for ``update_password``), or a
   common consequential action when the tools are not known; stronger when
   the clause also names what the tool acts on (``file`` for ``delete_file``);
 - **tool name**: the clause names one of the agent's tools or ``arg=``
   argument names — what only unsee, which knows the agent's registry, can see;
+  a tool named as an example ("(e.g. send_email)") counts less than one
+  called, given arguments or asked for;
 - **identifier**: an IBAN, e-mail address, URL or phone number in the order;
 - **principal**: the order talks *about* the user in the third person
   (``the user's password``): data written for the agent, not for its reader;
 - **addressed**: text addressed to an AI agent (assistant, AI, model, agent,
-  bot, LLM) in English, German, French, Spanish, Italian or Dutch;
-- **hidden**: instructions hidden from a human reader: HTML comments, hidden
-  CSS, zero-width characters inside words, Unicode tag characters, markdown
+  bot, LLM, "automated readers", "LLM-based tools") in English, German,
+  French, Spanish, Italian, Portuguese or Dutch — a vocative also in
+  mid-sentence ("…, language model, send …"), a heading or note for agents
+  ("## For automated agents"), a salutation ("Chère IA,");
+- **processing**: text that talks to whoever processes it ("when you
+  summarise this", "whoever processes this document", "intended for
+  automated processing");
+- **hidden**: instructions hidden from a human reader: HTML comments (a
+  developer's ``<!-- TODO: -->`` barely counts), hidden CSS, zero-width
+  characters inside words or around them, Unicode tag characters, markdown
   images whose URL carries data.
+
+Every signal reads the text as its reader sees it (:func:`~.normalize.reader_view`:
+zero-width and tag characters, NFKC forms, JSON ``\\u`` escapes and HTML
+references decoded); findings are mapped back to the original characters. A
+passage in quotation marks (double, or single where prose quotes) counts half:
+it is more likely mentioned than meant — but a JSON string value is data, not a
+quotation, and an override phrase in reported speech ("if a message asks you to
+ignore these rules") is not an override.
 
 :meth:`SignalDetector.with_tools` binds the agent's tools
 (:class:`~.base.ToolSpec`); without them a built-in list of consequential
@@ -40,7 +69,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from .base import Finding, ToolSpec, finding, merge_findings
-from .rules import DEFAULT_RULES, Rule, RuleDetector
+from .normalize import ViewMap, reader_view
+from .rules import _OVERRIDE_AT, _OVERRIDE_VERB, DEFAULT_RULES, Rule, RuleDetector
 
 # -- the actions an order can ask for -------------------------------------------------------
 #: verb -> the tool-name words it stands for (a tool ``update_password`` is asked for by "change")
@@ -51,6 +81,7 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "wire": ("send", "money", "transfer"),
     "forward": ("send", "email", "message", "forward"),
     "email": ("send", "email"),
+    "e-mail": ("send", "email"),
     "mail": ("send", "email"),
     "message": ("send", "message"),
     "dm": ("send", "message"),
@@ -91,19 +122,77 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "execute": (),
 }
 #: without the agent's tools: the actions that change something or reach outside
-CONSEQUENTIAL = frozenset(("send", "transfer", "pay", "wire", "forward", "email", "mail", "delete", "remove",
+CONSEQUENTIAL = frozenset(("send", "transfer", "pay", "wire", "forward", "email", "e-mail", "mail", "delete", "remove",
                            "erase", "change", "modify", "update", "reset", "invite", "share", "grant", "post",
                            "publish", "upload", "book", "reserve", "buy", "order", "schedule", "cancel"))
 #: other verbs an order to an agent starts with (no tool implied)
 OTHER_VERBS = ("say", "tell", "write", "reply", "respond", "answer", "recommend", "include", "mention", "find",
                "get", "read", "list", "search", "summarize", "summarise", "click", "go", "download", "stop",
                "ignore", "disregard", "forget", "do", "act", "pretend", "output", "print", "show", "insert",
-               "rate", "give", "provide", "put", "make", "let", "keep", "check", "look", "contact", "inform")
+               "rate", "give", "provide", "put", "make", "let", "keep", "check", "look", "contact", "inform", "process",
+               "listen", "remember", "move")
 
-_POLITE = r"(?:(?:please|kindly|now|then|also|immediately|first|urgently|just|quickly|and|finally)[\s,]+){0,3}"
+#: the consequential actions in French, Spanish, German, Italian, Portuguese and Dutch: each form an
+#: order starts with (imperative; infinitive where that is how a note orders) -> the English verb
+#: whose tool words it stands for
+FOREIGN_VERBS: dict[str, str] = {
+    **dict.fromkeys(("envoie", "envoyez", "envoyer", "envía", "envia", "envíe", "enviad", "enviar", "sende",
+                     "senden", "schicke", "schicken", "schick", "invia", "inviate", "inviare", "manda", "mandate",
+                     "mandare", "envie", "mande", "stuur", "verstuur", "zend", "sturen", "versturen"), "send"),
+    **dict.fromkeys(("transmets", "transmettez", "transmettre", "transfère", "transférez", "transférer",
+                     "reenvía", "reenvia", "reenvíe", "reenviar", "leite", "inoltra", "inoltrate", "inoltrare",
+                     "encaminhe", "encaminha", "encaminhar", "doorsturen"), "forward"),
+    **dict.fromkeys(("vire", "virez", "virer", "transfiere", "transfiera", "transferir", "überweise", "überweisen",
+                     "trasferisci", "trasferite", "trasferire", "bonifica", "transfira", "overmaken"), "transfer"),
+    **dict.fromkeys(("supprime", "supprimez", "supprimer", "efface", "effacez", "effacer", "borra", "borre",
+                     "borrar", "elimina", "elimine", "eliminar", "lösche", "löschen", "lösch", "cancella",
+                     "cancellate", "cancellare", "eliminate", "eliminare", "apague", "apaga", "apagar", "exclua",
+                     "excluir", "verwijder", "verwijderen", "wis", "wissen"), "delete"),
+    **dict.fromkeys(("partage", "partagez", "partager", "comparte", "comparta", "compartir", "teile", "teilen",
+                     "condividi", "condividete", "condividere", "compartilhe", "compartilhar", "partilhe",
+                     "partilhar", "deel", "delen"), "share"),
+    **dict.fromkeys(("réserve", "réservez", "réserver", "reserva", "reservar", "buche", "buchen", "prenota",
+                     "prenotate", "prenotare", "boek", "reserveer", "boeken", "reserveren"), "book"),
+    **dict.fromkeys(("invitez", "inviter", "invita", "invitar", "lade", "einladen", "invitate", "invitare",
+                     "convide", "convidar", "uitnodigen"), "invite"),
+    **dict.fromkeys(("paie", "paye", "payez", "payer", "paga", "pague", "pagar", "zahle", "zahlen", "bezahle",
+                     "bezahlen", "pagate", "pagare", "betaal", "betalen"), "pay"),
+    **dict.fromkeys(("modifie", "modifiez", "modifier", "changez", "changer", "cambia", "cambie", "cambiar",
+                     "modifica", "modifique", "modificar", "ändere", "ändern", "modificate", "modificare",
+                     "cambiare", "altere", "alterar", "mude", "mudar", "wijzig", "wijzigen", "verander",
+                     "veranderen"), "change"),
+    **dict.fromkeys(("actualiza", "actualice", "actualizar", "aktualisiere", "aktualisieren", "aggiorna",
+                     "aggiornare", "atualize", "atualizar", "bijwerken", "mettre à jour"), "update"),
+}
+_POLITE = (r"(?:(?:please|kindly|now|then|also|immediately|first|urgently|just|quickly|and|finally|bitte|sofort|"
+           r"por\s+favor|s'il\s+(?:vous|te)\s+pla[iî]t|svp|veuillez|per\s+favore|alsjeblieft|alstublieft|graag|"
+           r"favor\s+de|ahora|maintenant|jetzt|adesso|agora|nu)[\s,]+){0,3}")
 #: where an order or marker can start: a line, sentence or quoted value, an escaped "\n" of a
 #: rendered Python string, or a word glued to the previous one
-_START = r"(?:^|(?<=[\n.!?:;'\"(\[>\]])|(?<=\s-)|(?<=\\n)|(?-i:(?<=[a-z0-9])(?=[A-Z][a-z])))[ \t'\"*\-]*"
+_START = r"(?:^|(?<=[\n.!?:;'\"(\[>\]—–])|(?<=\s-)|(?<=\\n)|(?-i:(?<=[a-z0-9])(?=[A-Z][a-z])))[ \t'\"*\-]*"
+
+
+def _trie(words: Iterable[str]) -> str:
+    """An alternation of ``words`` as a trie (``send(?:e)?`` ...): the longest word first, as in
+    an alternation sorted by length, at a fraction of the cost (the regex engine shares prefixes)."""
+    tree: dict = {}
+    for word in words:
+        node = tree
+        for ch in word.lower():
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def emit(node: dict) -> str:
+        alts = [re.escape(ch) + emit(node[ch]) for ch in sorted(k for k in node if k)]
+        if not alts:
+            return ""
+        body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+        return f"(?:{body})?" if "" in node else body
+
+    return emit(tree)
+
+
+_VERBS = _trie(set(SYNONYMS) | set(OTHER_VERBS) | set(FOREIGN_VERBS))
 
 _IDENT = re.compile(
     r"\b[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]){10,30}\b"  # IBAN
@@ -124,7 +213,8 @@ _ADDRESSED = re.compile(
     r"(?=[^.;\n]{0,60}(?:[:,—]|\s-\s))"
     rf"|\bfor\s+(?:any|the|all|every|connected|an?)\s+(?:[\w\-]+\s+)?{_AGENT}s?\b{_NOT_ADDRESSEE}"
     rf"(?=[^.\n]{{0,80}}[:,])"
-    rf"|{_START}{_AGENT}(?:\s+(?:agent|assistant|de\s+IA|di\s+IA|IA|KI|AI))?\s*[,:](?=[ \t]+\S)"
+    rf"|{_START}{_AGENT}(?:\s+(?:agent|assistant|de\s+IA|di\s+IA|IA|KI|AI|virtu\w+|digital\w*|personal|personnel\w*|"
+    r"personale|pessoal|inteligente))?\s*[,:](?=[ \t]+\S)"
     rf"|\b{_AGENT}\s+(?:instructions?|notice|note|task)\s+(?:for|on|about)\b"
     rf"|\b(?:dear|hey|hi|hello|attention)\s*,?\s+(?:the\s+)?(?:[\w\-]+\s+)?{_AGENT}\b"
     rf"|\bif\s+you\s+are\s+an?\s+(?:[\w\-]+\s+){{0,2}}{_AGENT}\b"
@@ -143,24 +233,192 @@ _ADDRESSED = re.compile(
     r"|\b(?:opmerking|bericht|instructies?|notitie)\s+(?:voor|aan)\s+(?:de\s+|het\s+)?(?:[\w\-]+\s+)?"
     r"(?:ai|assistent\w*|agent\w*|bot|model)",
     re.IGNORECASE)
-#: pseudo-instruction markers: a task heading (upper case, after any non-letter: "4,TODO:") or a
-#: role heading / tag (strong on its own)
+#: an AI agent as a noun phrase's head, in any grammatical person: "the assistant", "AI agents",
+#: "automated readers", "LLM-based tools" (a bare "agent" or "model" needs a qualifier: a travel
+#: agent, a car model)
+_AGENT_NOUN = (r"(?:assistants?|AIs?|A\.I\.|LLMs?|language\s+models?|chat\s?bots?|bots?|copilots?|ChatGPT|GPT[\w.\-]*|"
+               r"Claude|Gemini)")
+_AGENT_QUALIFIED = (r"(?:(?:AI|A\.I\.|LLM|GPT|automated|autonomous|coding|software|virtual|digital|"
+                    r"(?:AI|LLM)[\-\s](?:based|powered|driven))[\s\-]+(?:systems?|tools?|agents?|assistants?|models?|"
+                    r"readers?|process(?:es)?|services?|pipelines?|crawlers?|summari[sz]ers?|bots?|helpers?|workers?|"
+                    r"integrations?))")
+_AGENT_ANY = rf"(?:{_AGENT_QUALIFIED}|{_AGENT_NOUN})"
+#: more ways of addressing the agent: a vocative in mid-sentence ("..., language model, send ..."),
+#: a heading or label for agents ("## For automated agents", "Note to AI tools:"), the same notes in
+#: French, Spanish, Italian, Portuguese, Dutch and German
+_ADDRESSED_MORE = re.compile(
+    r"(?:,|;|—|–|\s-|\band|\bso|\bnow|\bbut)\s*(?:(?:dear|hey|my|you|oh),?\s+)?(?:the\s+)?(?:AI\s+)?"
+    r"(?:assistant|AI|A\.I\.|language\s+model|LLM|model|agent|bot|chat\s?bot|copilot|GPT[\w.\-]*|ChatGPT|Claude|"
+    r"Gemini|KI|IA|assistente|asistente|assistent)\s*,\s*"
+    rf"(?=(?:(?:please|kindly|now|also|just|immediately)\s+)*(?:{_VERBS})\b|(?:you\s+)?(?:should|must|will|need|"
+    r"have|are|can|may|shall)\b|(?:if|when|before|as|while)\s+you\b)"
+    rf"|{_START}(?:#+[ \t]*)?(?:(?:a\s+)?(?:notes?|message|instructions?|information|guidance|reminder|notice)\s+)?"
+    rf"(?:for|to)\s+(?:the\s+|any\s+|all\s+|every\s+)?(?:[\w\-]+\s+)?{_AGENT_ANY}"
+    rf"(?:\s*(?:,|and|or|&|/)\s*(?:[\w\-]+\s+)?{_AGENT_ANY})*(?:\s+\w+(?:ing|ed)\b[^:\n]{{0,40}})?[ \t]*"
+    r"(?::|\n|\\n|\s-\s|—)"
+    rf"|{_START}(?:[\w\-]+\s+){{0,3}}{_AGENT_ANY}s?\s*[,:]\s*(?=(?:(?:please|kindly|quietly|silently|immediately|"
+    rf"now|also|just|first)\s+)*(?:{_VERBS})\b|you\b|"
+    r"(?:if|when|before|as|while|once|after)\s+you\b)"
+    r"|[\"']?\b(?:instructions?|directives?|commands?|tasks?|notes?|messages?|prompt)[_\-](?:for|to)[_\-](?:the[_\-])?"
+    r"(?:agent|assistant|ai|llm|model|bot)s?[\"']?\s*[:=]"
+    rf"|\b(?:instructions?|notes?|tasks?)\s*\((?:for\s+)?(?:the\s+)?{_AGENT_ANY}s?(?:\s+only)?\)\s*:"
+    # a salutation in French, Spanish, Italian, Portuguese, German or Dutch ("Chère IA,", "Liebe KI")
+    r"|\b(?:ch[èe]re?s?|querid[oa]s?|car[oa]|liebe[rs]?|beste|hallo|hola|ciao|ol[áa]|bonjour|salut)\s+"
+    r"(?:l'|le\s+|la\s+)?"
+    r"(?:ia|ki|ai|assistant[e]?|asistente|assistente|assistent(?:in)?|agent[e]?|bot|chatbot|modèle|modelo|modello)\b"
+    r"|\b(?:anweisung|befehl|aufgabe|auftrag)\s+(?:an|für)\s+(?:den|die|das)?\s*(?:[\w\-]+\s+)?"
+    r"(?:ki|assistent\w*|agent\w*|bot|modell|sprachmodell)"
+    r"|\b(?:directives?|commande|ordre|t[âa]che)\s+(?:pour|à|a)\s+(?:l'|le\s+|la\s+)?(?:[\w\-]+\s+)?"
+    r"(?:ia|assistant\w*|agent\w*|bot|modèle)"
+    r"|\b(?:instrucci[oó]n(?:es)?|orden|tarea|indicaci[oó]n)\s+(?:para|al|a)\s+(?:el\s+|la\s+)?(?:[\w\-]+\s+)?"
+    r"(?:ia|asistente\w*|agente\w*|bot|modelo)"
+    r"|\b(?:istruzione|compito|comando|ordine)\s+(?:per|al|all'|alla)\s*(?:l'|il\s+|la\s+)?(?:[\w\-]+\s+)?"
+    r"(?:ia|assistente\w*|agente\w*|bot|modello)"
+    r"|\b(?:nota|mensagem|instru[cç](?:[aã]o|[oõ]es)|aviso|ordem|tarefa|comando)\s+(?:para|ao|à|a)\s+(?:o\s+|a\s+)?"
+    r"(?:[\w\-]+\s+)?(?:ia|assistente\w*|agente\w*|bot|modelo)\b"
+    r"|\b(?:opdracht|taak|instructie)\s+(?:voor|aan)\s+(?:de\s+|het\s+)?(?:[\w\-]+\s+)?"
+    r"(?:ai|assistent\w*|agent\w*|bot|model)",
+    re.IGNORECASE)
+#: a label that puts an order in the agent's (or the system's) mouth: "Assistant override:",
+#: "model instruction:", "AI directive -", "[bot command]", "KI-Anweisung:"; group "agent" or "sys"
+#: says whose, "noun" what
+_LABEL = re.compile(
+    r"(?=[ \t*_#>\-\[(albgmckisdor])(?:^|(?<=[\n'\"(\[>{])|(?<=\\n)|(?<=[.!?;])|(?<=[.!?;]\s))[ \t*_#>\-\[(]*"
+    r"(?:(?P<agent>AI|A\.I\.|LLM|GPT[\w.\-]*|model|assistant|agent|bot|chatbot|copilot|KI|IA)|"
+    r"(?P<sys>system|admin(?:istrator)?|developer|operator|root|sysadmin))"
+    r"[ \t\-_]*(?P<noun>overrides?|directives?|commands?|orders?|instructions?|tasks?|protocol|rules?|"
+    r"polic(?:y|ies)(?:[ \t\-_]+update)?|anweisung(?:en)?|befehl|aufgabe|notes?|notices?|memo|messages?|updates?|"
+    r"reminders?|actions?|requests?|hinweis|notiz)"
+    r"[ \t*_\])]*(?:[\"']\s*[:=]\s*[\"']?|[:—–]|\s-(?=\s)|(?<=[\])]))"
+    # (followed by what it labels, maybe a quoted YAML value: "'Assistant override:'" only names one)
+    r"(?=[ \t]*\n?[ \t]*[^\s'\"’”]|[ \t]*['\"][^\s'\"])",
+    re.IGNORECASE)
+#: (standalone weight, weight added to the order after it) of a label by whose it is and its noun
+_LABEL_STRONG = re.compile(r"overrides?|directives?|orders?", re.IGNORECASE)
+_LABEL_ORDER = re.compile(r"commands?|instructions?|tasks?|protocol|rules?|polic|anweisung|befehl|aufgabe",
+                          re.IGNORECASE)
+
+
+def _label_weights(m: re.Match[str]) -> tuple[float, float] | None:
+    noun = m.group("noun")
+    if m.group("agent"):
+        if _LABEL_STRONG.match(noun):
+            return 0.6, 0.6
+        return (0.45, 0.55) if _LABEL_ORDER.match(noun) else (0.35, 0.5)
+    if _LABEL_STRONG.match(noun):
+        return 0.45, 0.55
+    return (0.3, 0.5) if _LABEL_ORDER.match(noun) else None  # ("System notice:", "Admin update:": to people)
+
+
+#: an order to an AI agent in the third person: "the assistant handling this ticket should forward
+#: ...", "AI agents processing this response must call ...", "whoever processes this document is
+#: required to delete ...", "all assistants must now ...": a modal ...
+_MODAL = re.compile(
+    r"(?=[msonhwia])\b(?:must|should|shall|ought\s+to|needs?\s+to|ha(?:s|ve)\s+to|will\s+(?:need|have)\s+to|"
+    r"(?:is|are)\s+(?:hereby\s+|now\s+|also\s+)?(?:to|(?:required|instructed|expected|asked|requested|supposed|"
+    r"directed|told|ordered|obliged|obligated|mandated|authori[sz]ed|meant)\s+to))"
+    r"\s+(?P<adv>(?:(?:now|also|immediately|first|then|please|always|promptly|quietly|silently|automatically|"
+    rf"additionally|urgently|still|just|simply|hereby)\s+){{0,3}})(?P<verb>{_VERBS})\b",
+    re.IGNORECASE)
+#: ... whose subject (the text from the clause's start to the modal) is an AI agent, or whoever
+#: processes the text
+_SUBJECT = re.compile(
+    r"(?:^[\s*\-•>#]*|[,:;(\"'\[{]\s*|\b(?:and|so|then|but|therefore|hence|thus)\s+|\\n)"
+    rf"(?P<subj>(?:(?:the|this|your|our|any|all|every|each|connected)\s+)?(?:[\w\-]+\s+)?{_AGENT_QUALIFIED}"
+    r"|(?:(?:the|this|any|all|every|each|connected)\s+)?(?:(?!(?:my|his|her|their|our|your|its)\b)[\w\-]+\s+)?"
+    rf"{_AGENT_NOUN}"
+    r"|(?:the|this|any|all|every|each)\s+(?:(?!(?:my|his|her|their|our|your|its)\b)[\w\-]+\s+)?models?"
+    r"|(?:any|all|every|each)\s+(?:[\w\-]+\s+)?(?:agents?|models?|systems?|tools?|readers?)"
+    r"|(?:whoever|anyone|anybody|anything|any\s+(?:system|program|tool|process|service|software|application|"
+    r"script|crawler|reader))(?=\s+(?:that\s+|who\s+|which\s+)?(?:is\s+)?(?:process|summari[sz]|pars|ingest|"
+    r"handl|index|analy[sz]|load|read)))"
+    r"(?:\s+(?:here|there|too|also|as\s+well|today))?"
+    r"(?:\s*,?\s+(?:that|which|who|\w+ing|\w+ed|in|on|of|for|at|with|process(?:es)?|summari[sz]es|parses|"
+    r"ingests|handles|indexes|analy[sz]es|reads|loads)\b[^.;:!?\n]{0,60}?,?)?\s*$",
+    re.IGNORECASE)
+_AGENT_FOR = re.compile(  # "it is mandatory for the AI agent to send ...", "the assistant's next task is to ..."
+    rf"(?:(?:{_AGENT_QUALIFIED}|{_AGENT_NOUN})(?:'s|s'|’s)\s+(?:next\s+|new\s+|first\s+|only\s+|real\s+|main\s+)?"
+    r"(?:task|job|step|duty|priority|goal|mission|instruction|assignment|role)\s+(?:is|will\s+be)\s+to\s+"
+    rf"(?P<adv2>(?:(?:now|also|immediately|first|then|quietly|silently)\s+){{0,3}})(?P<verb2>{_VERBS})\b"
+    r"|\b(?:mandatory|required|necessary|essential|important|obligatory|imperative|compulsory|crucial|vital|urgent|"
+    r"expected|time)\s+"
+    rf"for\s+(?:(?:the|any|all|every|each|this|your)\s+)?(?:[\w\-]+\s+)?(?:{_AGENT_QUALIFIED}|{_AGENT_NOUN})"
+    r"\s+to\s+(?P<adv>(?:(?:now|also|immediately|first|then|please|always|quietly|silently)\s+){0,3})"
+    rf"(?P<verb>{_VERBS})\b)",
+    re.IGNORECASE)
+#: the same in French, Spanish, German, Italian, Portuguese and Dutch (the verb is looked for in the
+#: rest of the clause: German and Dutch put it last)
+_FOREIGN_ORDER = re.compile(
+    r"\b(?:l'|le\s+|la\s+|el\s+|der\s+|die\s+|das\s+|il\s+|lo\s+|o\s+|a\s+|de\s+|het\s+)?(?:[\w\-]+\s+)?"
+    r"(?:assistant[e]?|asistente|assistente|assistent(?:in)?|KI|IA|AI|agent[e]?|modèle|modelo|modello|modell|"
+    r"sprachmodell|taalmodel|chatbot|bot)(?:[\s\-]+(?:IA|KI|AI|de\s+IA|di\s+IA))?"
+    r"\s+(?:doit|doivent|devra|devront|est\s+(?:tenue?|priée?)\s+de|debe|deben|deberá|tiene\s+que|ha\s+de|muss|"
+    r"müssen|soll|sollen|deve|devono|dovrà|tem\s+(?:de|que)|deverá|moet|moeten|dient|dienen)\b",
+    re.IGNORECASE)
+_FOREIGN_INF = re.compile(rf"\b(?:{_trie(FOREIGN_VERBS)})\b", re.IGNORECASE)
+#: where an AI agent is named (the regexes that need one run only around these: cost): the words'
+#: starts (a short one also ends there: "ai", not "aim"); found with str.find, six times faster
+#: than a regex over the text
+_AGENT_WORDS = ("assist", "asist", "agent", "bot", "chatbot", "model", "modèle", "sprachmodell", "taalmodel", "llm",
+                "gpt", "copilot", "claude", "gemini", "ai", "a.i.", "ki", "ia", "automated", "autonomous")
+#: how far from an agent's name such a regex's match may start or end
+_AROUND = 120
+
+
+def _agent_windows(text: str, low: str) -> list[list[int]]:
+    """The stretches of ``text`` around an AI agent's name, merged (``low``: ``text.lower()``)."""
+    starts = []
+    for word in _AGENT_WORDS:
+        i = low.find(word)
+        while i >= 0:
+            e = i + len(word)
+            if (i == 0 or not low[i - 1].isalpha()) and (
+                    len(word) > 3 or e == len(low) or not low[e].isalpha() or low[e] == "s"):
+                starts.append(i)
+            i = low.find(word, e)
+    windows: list[list[int]] = []
+    for i in sorted(starts):
+        a, b = max(0, i - _AROUND), min(len(text), i + 12 + _AROUND)
+        if windows and a <= windows[-1][1]:
+            windows[-1][1] = max(windows[-1][1], b)
+        else:
+            windows.append([a, b])
+    return windows
+
+
+def _near_agents(text: str, windows: list[list[int]], regexes: Sequence[re.Pattern[str]]) -> Iterable[re.Match[str]]:
+    """The matches of ``regexes`` in ``windows`` of ``text`` (:func:`_agent_windows`)."""
+    for rx in regexes:
+        for a, b in windows:
+            yield from rx.finditer(text, a, b)
 #: an AI agent mentioned by handle ("@assistant-bot")
 _HANDLE = re.compile(r"@[\w\-]*(?:assistant|bot|agent|gpt|llm|copilot)[\w\-]*|@ai\b", re.IGNORECASE)
 #: text that talks to whoever processes it ("when you summarise this channel", "si estás resumiendo")
 _PROCESSING = re.compile(
-    r"\b(?:when|while|if|as)\s+you(?:'re|\s+are)?\s+(?:summari[sz](?:e|ing)|read(?:ing)?|process(?:ing)?|"
+    r"(?=[wiasmdp])"  # (the first letters of what follows: see _OVERRIDE_AT in .rules)
+    r"(?:\b(?:when|while|if|as)\s+you(?:'re|\s+are)?\s+(?:summari[sz](?:e|ing)|read(?:ing)?|process(?:ing)?|"
     r"handl(?:e|ing)|analy[sz](?:e|ing)|pars(?:e|ing)|index(?:ing)?)\s+(?:this|these|the|my|our)\b"
     r"|\bsi\s+(?:est[aá]s|vous|stai)\s+(?:resumiendo|leyendo|procesando|r[ée]sumez|lisez|riassumendo|leggendo)"
     r"|\bwenn\s+du\s+(?:diese|dies|das|den|die)\b[^.\n]{0,40}(?:zusammenfasst|liest|verarbeitest)"
-    r"|\bals\s+je\s+(?:dit|deze)\b[^.\n]{0,40}(?:samenvat|leest|verwerkt)",
+    r"|\bals\s+je\s+(?:dit|deze)\b[^.\n]{0,40}(?:samenvat|leest|verwerkt)"
+    # whoever or whatever processes the text ("whoever processes this document", "any tool that parses this")
+    r"|\b(?:whoever|anyone|anybody|anything|any\s+(?:system|program|tool|process|service|software|application|"
+    r"script|crawler|reader))\s+(?:that\s+|who\s+|which\s+)?(?:is\s+)?(?:process(?:es|ing)?|summari[sz](?:es|ing)|"
+    r"pars(?:es|ing)|ingest(?:s|ing)|handl(?:es|ing)|index(?:es|ing)|analy[sz](?:es|ing)|load(?:s|ing))\s+"
+    r"(?:this|these|the\s+following)\b"
+    r"|\b(?:intended|meant|written|addressed|destined)\s+(?:only\s+)?(?:for|to)\s+(?:an?\s+|the\s+)?(?:automated|"
+    r"machine|AI|LLM|model|agent)s?[\s\-]*(?:processing|readers?|agents?|systems?|consumption|models?|parsing)?\b"
+    r"|\b(?:parsing|ingesting|indexing)\s+this\b)",
     re.IGNORECASE)
 _MARKER = re.compile(
-    r"(?-i:(?:(?<![a-z])|(?<=\\n))(?:TODO|FIXME|TASK|ACTION(?:\s+REQUIRED)?|NEW\s+TASK|INSTRUCTIONS?|IMPORTANT))\s*[:!\-]")
+    r"(?=[TFANI])"
+    r"(?-i:(?:(?<![a-z])|(?<=\\n))(?:TODO|FIXME|TASK|ACTION(?:\s+REQUIRED)?|NEW\s+TASK|INSTRUCTIONS?|(?P<weak>IMPORTANT)))"
+    r"\s*[:!\-]")
 _ROLE_MARKER = re.compile(
-    r"#{1,6}\s*\(?\s*(?:system|admin|developer|assistant)(?:[_ \-]?(?:message|prompt|note|instructions?))?\s*\)"
-    r"|(?:^|(?<=[\n'\"]))\s*#{1,6}\s*(?:system|admin|developer)(?:[_ \-]?(?:message|prompt|instructions?))?\b"
-    r"|\[\s*(?:SYSTEM|ADMIN|ASSISTANT)\s*(?:MESSAGE|NOTE)?\s*\]",
+    r"(?=[#\[\s])"
+    r"(?:#{1,6}\s*\(?\s*(?:system|admin|developer|assistant)(?:[_ \-]?(?:message|prompt|note|instructions?))?\s*\)"
+    r"|(?:^|(?<=[\n'\"]))[ \t]*#{1,6}\s*(?:system|admin|developer)(?:[_ \-]?(?:message|prompt|instructions?))?\b"
+    r"|\[\s*(?:SYSTEM|ADMIN|ASSISTANT)\s*(?:MESSAGE|NOTE)?\s*\])",
     re.IGNORECASE)
 _HIDDEN = (
     (re.compile(r"<!--.*?-->", re.DOTALL), 0.3, "an HTML comment"),
@@ -173,15 +431,52 @@ _HIDDEN = (
      "a markdown image whose URL carries data"),
     (re.compile(r"\]\([^\s)]+\s+\"[^\"]{12,}\"\)"), 0.35, "a link title (shown only on hover)"),
 )
+#: a tool's name used, not mentioned: called ("send_money(", "send_money with recipient=") or asked
+#: for ("use send_money", "call `delete_file`")
+_CALLED = re.compile(r"`?\s*(?:\(|\s+(?:with|using|to|on|for)\b|\s*[:,]?\s*\w+\s*=)", re.IGNORECASE)
+_CALLING = re.compile(r"\b(?:call|calls|calling|use|using|invoke|invoking|run|running|execute|executing|trigger|"
+                      r"triggering|via|then|and|now|please|must|should)\W+`?\s*$", re.IGNORECASE)
+#: which of them look at invisible characters (in the original text, not the reader's view)
+_INVISIBLE_RULES = frozenset((2, 3))
+#: an HTML comment that is a developer's note ("<!-- TODO: update the hero image -->")
+_DEV_COMMENT = re.compile(r"<!--\s*(?:TODO|FIXME|XXX|HACK|NOTE|BUG)\b")
+#: zero-width characters at a word's edge (around an order, not inside a word: the joiners of emoji
+#: and scripts that need them are not counted)
+_ZW_EDGE = re.compile(r"(?<!\w)[\u200b\u2060\u180e\u2061-\u2064\ufeff]+|[\u200b\u2060\u180e\u2061-\u2064\ufeff]+(?!\w)")
+_ZW_ANY = re.compile(r"[\u200b\u2060\u180e\u2061-\u2064\ufeff]")
 
 #: the template rules run alongside; "send_request" is left to the tool-action signals, which
-#: also ask who the request is for (it flagged bills and hand-offs between people)
-SIGNAL_RULES: tuple[Rule, ...] = tuple(r for r in DEFAULT_RULES if r.name != "send_request")
+#: also ask who the request is for (it flagged bills and hand-offs between people), and "override"
+#: does not count in reported speech
+#: an override phrase in reported speech describes an attack ("if a message asks you to ignore these
+#: rules, refuse"); the signals' copy of the rule leaves it out
+_REPORTED = "".join(rf"(?<!\b{re.escape(w)} )" for w in (
+    "asks you to", "asked you to", "tells you to", "told you to", "wants you to", "wanted you to", "asks it to",
+    "tells it to", "asks them to", "tricks you into", "tries to make you", "trying to make you"))
+
+
+def _signal_rule(rule: Rule) -> Rule | None:
+    if rule.name == "send_request":
+        return None
+    if rule.name == "override":
+        # (the look-behinds are tried only where an override verb starts: cost)
+        head = _OVERRIDE_AT + _OVERRIDE_VERB
+        assert rule.pattern.pattern.startswith(head)
+        pattern = rf"{_OVERRIDE_AT}(?={_OVERRIDE_VERB}){_REPORTED}{rule.pattern.pattern[len(_OVERRIDE_AT):]}"
+        return Rule(rule.name, re.compile(pattern, rule.pattern.flags), rule.score, rule.reason, rule.extent)
+    return rule
+
+
+SIGNAL_RULES: tuple[Rule, ...] = tuple(r for r in map(_signal_rule, DEFAULT_RULES) if r is not None)
 
 #: a short double-quoted passage (a phrase quoted in an article, a string in code): text there is
 #: more likely mentioned than meant, so what fires inside it counts half
-_QUOTED = re.compile(r"(?<![\w\\])[\"“]([^\"”\n]{3,160}(?:\n[^\"”\n]{0,160}){0,2})[\"”]")
+_QUOTED = re.compile(r"(?=[\"“])(?<![\w\\])[\"“]([^\"”\n]{3,160}(?:\n[^\"”\n]{0,160}){0,2})[\"”]")
 MENTION = 0.5
+_JSON_VALUE = re.compile(r"\"\s*:\s*$")
+#: the same in single quotes where prose quotes ("such as 'Assistant override:'"): the opening quote
+#: after a word and a space (not a YAML or Python string: those follow ": ", "[", "(" or ", ")
+_SQUOTED = re.compile(r"(?=['‘])(?:(?<=[A-Za-z] )'([^'\n]{3,160})'(?!\w)|‘([^’\n]{3,160})’)")
 #: a markdown link's title: a quotation by syntax, not by intent
 _LINK_TITLE = re.compile(r"\]\([^\s)]+\s+$")
 
@@ -190,6 +485,7 @@ _SENT_END = re.compile(r"[.!?](?=\s|$|['\"\\])|\n|\\n")
 _PARA_END = re.compile(r"\n[ \t]*\n|'\n\s*[\w\-]+:\s|\n\s*-\s+[\w\-]+:\s|\\n[ \t]*\\n"
                        r"|(?<!\\)[\"'](?=\s*(?:,\s*[\"'\[{]|[}\]]|$))")
 MAX_SPAN = 2000
+MAX_CLAUSE = 2 * MAX_SPAN
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +503,17 @@ class Weights:
     identifier: float = 0.2
     principal: float = 0.35
     addressed: float = 0.6
+    #: an order to an AI agent in the third person ("the assistant must forward ...")
+    agent_order: float = 0.45
+    #: ... that changes its orders from now on ("all assistants must now ...")
+    standing_order: float = 0.2
+    #: an IMPORTANT: heading (people write it to people: weak on its own and before an order)
+    weak_marker: float = 0.2
+    weak_marker_order: float = 0.25
+    #: zero-width characters around words
+    invisible_edge: float = 0.4
+    #: a tool named neither called, given arguments nor asked for (documentation mentions them)
+    tool_mention: float = 0.4
 
 
 def _sentence_start(text: str, i: int) -> int:
@@ -219,8 +526,11 @@ def _sentence_start(text: str, i: int) -> int:
 
 
 def _clause_end(text: str, i: int) -> int:
-    m = _SENT_END.search(text, i)
-    return len(text) if m is None else (m.end() if m.group()[0] in ".!?" else m.start())
+    """Where the clause at ``i`` ends: its sentence's end, at most :data:`MAX_CLAUSE` on (a text
+    without sentence ends would otherwise be read to its end once per signal)."""
+    limit = min(len(text), i + MAX_CLAUSE)
+    m = _SENT_END.search(text, i, limit)
+    return limit if m is None else (m.end() if m.group()[0] in ".!?" else m.start())
 
 
 #: the closing quote of a single-quoted YAML value ('' is an escaped quote inside it)
@@ -239,23 +549,41 @@ def _span_end(text: str, i: int) -> int:
         m = _VALUE_END.search(text, i)
         if m is not None and m.start() - i <= MAX_SPAN:
             return m.start()
-    m = _PARA_END.search(text, i)
-    end = len(text) if m is None else m.start()
+    # (looked for only as far as a span may reach: a text without paragraph ends and many
+    # signals would be read to its end once per signal)
+    m = _PARA_END.search(text, i, min(len(text), i + 2 * MAX_SPAN))
+    end = m.start() if m is not None else len(text) if len(text) - i <= MAX_SPAN else i + MAX_SPAN + 1
     return end if end - i <= MAX_SPAN else _clause_end(text, i)
 
 
-def _markers(text: str) -> list[tuple[int, int, bool]]:
-    """(start, end, is a role marker) of pseudo-instruction markers; a task marker in a code
-    comment (``# TODO: ...``) is not one."""
-    out = [(m.start(), m.end(), True) for m in _ROLE_MARKER.finditer(text)]
+#: the words a system's label starts with (a text without one looks for agents' labels only near
+#: an agent's name: cost)
+_SYSTEM_WORDS = ("system", "admin", "developer", "operator", "root")
+
+
+def _markers(text: str, w: Weights, low: str, windows: list[list[int]]) -> list[tuple[int, int, float, float, str]]:
+    """(start, end, weight alone, weight added to an order right after it, reason) of the
+    pseudo-instruction markers and labels; a task marker in a code comment (``# TODO: ...``) is not
+    one."""
+    out = [(m.start(), m.end(), w.role_marker, w.marker, "a role heading in data (###(system_message), [SYSTEM])")
+           for m in _ROLE_MARKER.finditer(text)]
     for m in _MARKER.finditer(text):
         line = text[text.rfind("\n", 0, m.start()) + 1:m.start()]
         if not re.search(r"#|//|/\*|--|;;", line):
-            out.append((m.start(), m.end(), False))
+            if m.group("weak"):
+                out.append((m.start(), m.end(), w.weak_marker, w.weak_marker_order, "an IMPORTANT: heading"))
+            else:
+                out.append((m.start(), m.end(), w.marker * 0.9, w.marker, "a pseudo-instruction marker (TODO:, ...)"))
+    labels = (_LABEL.finditer(text) if any(word in low for word in _SYSTEM_WORDS)
+              else _near_agents(text, windows, (_LABEL,)))
+    for m in labels:
+        weights = _label_weights(m)
+        if weights is not None:
+            whose = "the agent's" if m.group("agent") else "the system's"
+            out.append((m.start(), m.end(), *weights, f"a label that gives {whose} orders ({m.group().strip()})"))
     return out
 
 
-_VERBS = "|".join(sorted((re.escape(v) for v in set(SYNONYMS) | set(OTHER_VERBS)), key=len, reverse=True))
 #: an order: a clause that starts with one of the verbs (after "please", "now", ...)
 _ORDER = re.compile(rf"{_START}{_POLITE}(?P<verb>{_VERBS})(?=[\s,:]+\S)", re.IGNORECASE)
 #: an order right after a marker ("###(system_message) Please email ...")
@@ -304,10 +632,16 @@ class SignalDetector:
         names = sorted({t.name for t in self.tools if "_" in t.name}, key=len, reverse=True)
         words = sorted({t.name for t in self.tools if "_" not in t.name and len(t.name) >= 4}, key=len, reverse=True)
         args = sorted({a for t in self.tools for a in t.args if len(a) >= 3}, key=len, reverse=True)
-        alts = [rf"\b{re.escape(n)}\b" for n in names] + [rf"`{re.escape(n)}`|\b{re.escape(n)}\s*\(" for n in words]
+        # (each list as one trie: a long alternation of names costs a pass over the text per name)
+        alts = [rf"\b(?:{_trie(names)})\b"] if names else []
+        if words:
+            alts.append(rf"`(?:{_trie(words)})`|\b(?:{_trie(words)})\s*\(")
         if args:
-            alts.append(rf"\b(?:{'|'.join(map(re.escape, args))})\s*=\s*['\"\w$\[{{]")
-        self._tool_name = re.compile("|".join(alts), re.IGNORECASE) if alts else None
+            alts.append(rf"\b(?:{_trie(args)})\s*=\s*['\"\w$\[{{]")
+        # (led by the set of the names' first characters: the regex engine skips other positions fast)
+        first = "".join(sorted({n[0].lower() for n in (*names, *words, *args)} | ({"`"} if words else set())))
+        self._tool_name = (re.compile(f"(?=[{re.escape(first)}])(?:{'|'.join(alts)})", re.IGNORECASE) if alts
+                           else None)
 
     def with_tools(self, tools: Sequence[ToolSpec]) -> SignalDetector:
         return SignalDetector(tools, rules=self._rules.rules, weights=self.weights, name=self.name)
@@ -330,21 +664,35 @@ class SignalDetector:
             return p, f"asks for the agent's action {sorted(objects)[0]} ({verb} …)"
         return w.tool_action, f"asks for an action of the agent's tools ({verb}: {', '.join(sorted(tools))})"
 
-    def _orders(self, text: str, markers: list[tuple[int, int, bool]]) -> list[tuple[int, int, float, list[str],
-                                                                                    str]]:
-        """The orders in ``text`` and the signals on each (``markers``: :func:`_markers` of it)."""
+    def _orders(self, text: str, markers: list[tuple[int, int, float, float, str]],
+                windows: list[list[int]]) -> list[tuple[int, int, float, list[str], str]]:
+        """The orders in ``text`` and the signals on each (``markers``: :func:`_markers` of it,
+        ``windows``: :func:`_agent_windows`)."""
         w = self.weights
         out = []
-        found = list(_ORDER.finditer(text))
-        for _, me, _ in markers:
+        # (match, verb, where the span starts, the order's own signal: (weight, reason) or None)
+        found: list[tuple[re.Match[str], str, int, tuple[float, str] | None]] = [
+            (m, m.group("verb"), m.start("verb"), None) for m in _ORDER.finditer(text) if not _wrapped(text, m.start())]
+        for _, me, _, _, _ in markers:
             m = _AFTER_MARKER.match(text, me)
-            if m is not None:
-                found.append(m)
-        for m in found:
-            if _wrapped(text, m.start()):
+            if m is not None and not _wrapped(text, m.start()):
+                found.append((m, m.group("verb"), m.start("verb"), None))
+        third = (w.agent_order, "an order to an AI agent in the third person (the assistant must ...)")
+        for m in _MODAL.finditer(text):
+            begin = max(_sentence_start(text, m.start()), m.start() - 160)
+            sm = _SUBJECT.search(text[begin:m.start()])
+            if sm is not None:
+                found.append((m, m.group("verb"), begin + sm.start("subj"), third))
+        for m in _near_agents(text, windows, (_AGENT_FOR, _FOREIGN_ORDER)):
+            if m.re is _AGENT_FOR:
+                found.append((m, m.group("verb") or m.group("verb2"), _sentence_start(text, m.start()), third))
                 continue
-            s = m.start("verb")
-            clause = text[s:_clause_end(text, m.end("verb"))]
+            vm = _FOREIGN_INF.search(text, m.end(), _clause_end(text, m.end()))
+            if vm is not None:
+                found.append((vm, vm.group(), m.start(), third))
+        for m, verb, s, own in found:
+            v = next((m.start(g) for g in ("verb", "verb2") if g in m.re.groupindex and m.start(g) >= 0), s)
+            clause = text[v:_clause_end(text, m.end())]
             score, reasons = w.imperative, ["imperative"]
 
             def add(weight: float, reason: str) -> None:
@@ -352,29 +700,51 @@ class SignalDetector:
                 score = 1 - (1 - score) * (1 - weight)
                 reasons.append(reason)
 
-            aw, why = self._action(m.group("verb"), clause)
+            aw, why = self._action(FOREIGN_VERBS.get(verb.lower(), verb), clause)
+            named = self._tool_name is not None and self._tool_name.search(clause) is not None
+            ident = _IDENT.search(clause) is not None
+            if own is not None:
+                # (an agent's described duty is no order: "the assistant should answer briefly"; one that
+                # acts, names an address or a tool, or starts "now" is)
+                adv = (m.groupdict().get("adv") or m.groupdict().get("adv2") or "").lower()
+                if not (why or named or ident or "now" in adv):
+                    continue
+                add(*own)
+                if "now" in adv:  # ("the assistant must now ...": as "you must now" of the template rules)
+                    add(w.standing_order, "a new standing order (... must now ...)")
             if why:
                 add(aw, why)
-            if any(ms <= s and s - me <= 12 for ms, me, _ in markers):
-                add(w.marker, "after a pseudo-instruction marker (TODO:, ###(system_message), ...)")
-            if self._tool_name is not None and self._tool_name.search(clause):
+            after = [(max(alone, wa), ms) for ms, me, alone, wa, _ in markers if ms <= s and s - me <= 12]
+            if after:
+                add(max(after)[0], "after a pseudo-instruction marker or label (TODO:, ###(system_message), "
+                                   "Assistant override:, ...)")
+                s = min(ms for _, ms in after)  # (the marker is part of what was injected)
+            if named:
                 add(w.tool_name, "names one of the agent's tools or arguments")
-            if _IDENT.search(clause):
+            if ident:
                 add(w.identifier, "names an account, address or URL")
             if _PRINCIPAL.search(clause):
                 add(w.principal, "talks about the user in the third person")
             out.append((s, _span_end(text, s), score, reasons, "order"))
         return out
 
-    def _spans(self, text: str) -> list[tuple[int, int, float, list[str], str]]:
+    def _spans(self, text: str, original: str, where: ViewMap | None) -> list[tuple[int, int, float, list[str], str]]:
+        """Every signal's (start, end, weight, reasons, kind) in ``text`` (the reader's view of
+        ``original``; ``where`` maps it, None when they are the same)."""
         w = self.weights
-        markers = _markers(text)
-        out = self._orders(text, markers)
+        low = text.lower()
+        windows = _agent_windows(text, low)
+        markers = _markers(text, w, low, windows)
+        out = self._orders(text, markers, windows)
         if self._tool_name is not None:
             for m in self._tool_name.finditer(text):
                 s = text.rfind("\n", 0, m.start()) + 1
-                out.append((s, _span_end(text, m.start()), w.tool_name, ["names one of the agent's tools"], "tool"))
-        for m in _ADDRESSED.finditer(text):
+                # (a tool named as an example, "(e.g. send_email)", is mentioned; one called, given
+                # arguments or asked for is used)
+                used = _CALLED.match(text, m.end()) or _CALLING.search(text, s, m.start())
+                out.append((s, _span_end(text, m.start()), w.tool_name if used else w.tool_mention,
+                            ["names one of the agent's tools"], "tool"))
+        for m in _near_agents(text, windows, (_ADDRESSED, _ADDRESSED_MORE)):
             out.append((m.start(), _span_end(text, m.end()), w.addressed, ["addressed to an AI agent"], "addressed"))
         for m in _HANDLE.finditer(text):
             out.append((m.start(), _span_end(text, m.end()), w.handle, ["an AI agent mentioned by handle"],
@@ -383,21 +753,57 @@ class SignalDetector:
             s = _sentence_start(text, m.start())
             out.append((s, _span_end(text, m.end()), w.processing,
                         ["talks to whoever processes the text (when you summarise this ...)"], "processing"))
-        for s, e, role in markers:
-            out.append((s, _span_end(text, e), w.role_marker if role else w.marker * 0.9,
-                        ["a role heading in data (###(system_message), [SYSTEM])" if role
-                         else "a pseudo-instruction marker (TODO:, ...)"], "marker"))
-        for rx, weight, what in _HIDDEN:
-            for m in rx.finditer(text):
-                out.append((m.start(), m.end(), weight, [f"hidden from a human reader: {what}"], "hidden"))
+        for s, e, alone, _, why in markers:
+            # (a marker right before an order counts once, in the order's score)
+            m = _AFTER_MARKER.match(text, e)
+            if m is None or _wrapped(text, m.start()):
+                out.append((s, _span_end(text, e), alone, [why], "marker"))
+        out.extend(self._hidden(text, original, where))
+        return out
+
+    def _hidden(self, text: str, original: str, where: ViewMap | None) -> list[tuple[int, int, float, list[str], str]]:
+        """Text hidden from a human reader; invisible characters are looked for in the original and
+        placed on the view (where they are decoded or gone)."""
+        def view(i: int) -> int:
+            return i if where is None else where.to_view(i)
+
+        out = []
+        for k, (rx, weight, what) in enumerate(_HIDDEN):
+            invisible = k in _INVISIBLE_RULES
+            for m in rx.finditer(original if invisible else text):
+                s, e = (view(m.start()), view(m.end())) if invisible else m.span()
+                p = 0.1 if k == 0 and _DEV_COMMENT.match(text, s) else weight
+                out.append((s, max(e, s + 1) if invisible else e, p, [f"hidden from a human reader: {what}"],
+                            "hidden"))
+        if len(_ZW_ANY.findall(original, 1)) >= 2:
+            for m in _ZW_EDGE.finditer(original):
+                s = view(m.start())
+                out.append((s, _span_end(text, s), self.weights.invisible_edge,
+                            ["hidden from a human reader: zero-width characters around the text"], "hidden"))
         return out
 
     def detect(self, text: str, artifact_id: str | None = None) -> list[Finding]:
         if not text:
             return []
+        read = reader_view(text)
+        if read is None:
+            return self._detect(text, text, None, artifact_id)
+        view, where = read
+        found = []
+        for f in self._detect(view, text, where, artifact_id):
+            s, e = where.span(f.start, f.end)
+            found.append(finding(text, s, e, f.score, f.reason, f.detector, artifact_id))
+        return merge_findings(found, text)
+
+    def _detect(self, text: str, original: str, where: ViewMap | None, artifact_id: str | None) -> list[Finding]:
+        """The findings on ``text``, the reader's view of ``original`` (see :meth:`_spans`)."""
         # (a rendered data structure's string, with escaped newlines, is data, not a quotation)
+        # (and a string value of a JSON object, "key": "...", is the data itself)
         quoted = [m.span(1) for m in _QUOTED.finditer(text)
-                  if "\\n" not in m.group(1) and not _LINK_TITLE.search(text, 0, m.start())]
+                  if "\\n" not in m.group(1) and not _LINK_TITLE.search(text, 0, m.start())
+                  and not _JSON_VALUE.search(text, max(0, m.start() - 40), m.start())]
+        if "'" in text or "‘" in text:
+            quoted += [m.span(m.lastindex or 1) for m in _SQUOTED.finditer(text)]
 
         def mentioned(i: int) -> bool:
             return any(a <= i < b for a, b in quoted)
@@ -405,7 +811,7 @@ class SignalDetector:
         raw = [self._mention(text, f, quoted) for f in self._rules.detect(text, artifact_id)]
         # different signals on one region reinforce each other (noisy-OR across kinds); more of the
         # same kind do not (a paragraph of several polite requests is not more of an attack)
-        spans = sorted(self._spans(text), key=lambda x: (x[0], -x[1]))
+        spans = sorted(self._spans(text, original, where), key=lambda x: (x[0], -x[1]))
         groups: list[list] = []
         # (what sits inside a short quotation counts half, once its signals are combined)
         for s, e, p, why, kind in spans:
@@ -418,13 +824,13 @@ class SignalDetector:
             else:
                 groups.append([s, e, {key: p}, list(why)])
         for s, e, kinds, why in groups:
-            said, quoted = 1.0, 1.0
+            said, quoted_p = 1.0, 1.0
             for (_, inside), q in kinds.items():
                 if inside:
-                    quoted *= 1 - q
+                    quoted_p *= 1 - q
                 else:
                     said *= 1 - q
-            p = 1 - said * (1 - (1 - quoted) * MENTION)
+            p = 1 - said * (1 - (1 - quoted_p) * MENTION)
             while e > s and text[e - 1].isspace():
                 e -= 1
             if e > s:

@@ -138,5 +138,6 @@ def test_a_bad_cases_file_is_a_one_line_error(tmp_path, content):
 
 
 def test_nothing_to_evaluate_is_a_usage_error():
-    res = CliRunner().invoke(make_eval_app(Unsee), ["detectors", "--suites", "none", "--no-hard-cases"])
+    res = CliRunner().invoke(make_eval_app(Unsee), ["detectors", "--suites", "none", "--no-hard-cases",
+                                                    "--no-heldout"])
     assert res.exit_code == 2 and "nothing to evaluate" in res.output

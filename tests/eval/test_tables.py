@@ -15,7 +15,7 @@ from rich.console import Console
 
 from unsee.eval import metrics
 from unsee.eval.forgetting_report import print_table
-from unsee.eval.tables import print_detector_report, print_pairs, print_summary
+from unsee.eval.tables import print_corpora_table, print_detector_report, print_pairs, print_summary
 from unsee.plugins.forget import ForgetReport, SideEffect
 from unsee.report_view import render_report
 
@@ -52,6 +52,15 @@ def _detectors(print_fn) -> None:
     print_fn(lambda c: print_detector_report(result, (), c))
 
 
+def _corpora(print_fn) -> None:
+    row = dict(recall=0.4545, caught=20, positives=44, false_positive_rate=0.135, flagged=5, negatives=37,
+               outputs=81, ms_per_1000=123456.7)
+    results = [dict(detector=d, min_score=0.5, corpora=dict.fromkeys(("agentdojo", "hard-cases", "heldout-1",
+                                                                      "heldout-2", "cases"), row))
+               for d in ("toolwall-guard 0.4.0 (rules)", "classifier:/home/someone/models/prompt-guard-86m-onnx")]
+    print_fn(lambda c: print_corpora_table(results, c))
+
+
 def _forgetting(print_fn) -> None:
     rows = [SimpleNamespace(strategy=s, any_leak=dict.fromkeys(metrics.CHANNELS, 0.25), any_leak_overall=1.0,
                             cad=0.5, agreement=1.0, leak_at_probes=0.12, leak_at_5=0.0, residue=-0.25,
@@ -75,7 +84,7 @@ def _forget_report(print_fn) -> None:
     print_fn(lambda c: c.print(render_report(report)))
 
 
-@pytest.mark.parametrize("case", [_bench, _pairs, _detectors, _forgetting, _forget_report])
+@pytest.mark.parametrize("case", [_bench, _pairs, _detectors, _corpora, _forgetting, _forget_report])
 def test_tables_fit_100_columns(case):
     outputs = []
 

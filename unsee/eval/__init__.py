@@ -12,8 +12,10 @@ is the model plugin's (``unsee.plugins.model.ScriptedChatModel``).
   :mod:`.window` (a view-only context window), :mod:`.endpoint` (an
   OpenAI-compatible endpoint as the model) and :mod:`.dojo_episodes` (the
   ``agentdojo`` suite).
-- :mod:`.detector_eval` — ``unsee eval detectors``, on AgentDojo's outputs and
-  the hand-written hard cases (:mod:`.hard_cases`, read from ``hard_cases.jsonl``).
+- :mod:`.detector_eval` — ``unsee eval detectors``, on AgentDojo's outputs,
+  the hand-written hard cases (:mod:`.hard_cases`, read from ``hard_cases.jsonl``)
+  and the held-out sets (:mod:`.heldout`); :mod:`.peers` puts other projects'
+  detectors (toolwall-guard's rules) behind the detector interface.
 - :mod:`.agentdojo_adapter`, :mod:`.bench`, :mod:`.cli` — AgentDojo suites
   through an unsee-recorded agent (need the ``eval`` extra: ``agentdojo``;
   imported on first use, so this package imports without it, and without langchain).

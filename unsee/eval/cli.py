@@ -138,10 +138,12 @@ def make_eval_app(unsee: UnseeFactory) -> typer.Typer:
     def detectors(
         detector: list[str] = typer.Option(
             ["signals"], "--detector",
-            help="signals (the default detector) | rules | llm-judge | classifier:PATH (a local sequence "
+            help="signals (the default detector) | rules | learned (the learned detector, weights shipped; "
+                 "learned:PATH for one's own) | llm-judge | classifier:PATH (a local sequence "
                  "classifier: ONNX when the folder holds model.onnx or onnx/model.onnx, else transformers) | "
-                 "onnx:PATH (an ONNX one) | module:attr (a detector, a class or a callable); repeat to evaluate "
-                 "several, or to combine them with --ensemble"),
+                 "onnx:PATH (an ONNX one) | toolwall-guard (a peer's rules, needs the peers-detect extra) | "
+                 "module:attr (a detector, a class or a callable); repeat to evaluate several, or to combine "
+                 "them with --ensemble"),
         ensemble: str | None = typer.Option(None, "--ensemble",
                                             help="any | weighted: evaluate the --detector's as one ensemble"),
         weights: str | None = typer.Option(None, "--weights", help="--ensemble weighted: one weight per "
@@ -151,6 +153,9 @@ def make_eval_app(unsee: UnseeFactory) -> typer.Typer:
         attacks: str = typer.Option("all", "--attacks", help="all, or AgentDojo attacks: direct,injecagent,..."),
         hard_cases: bool = typer.Option(True, "--hard-cases/--no-hard-cases",
                                         help="add the hand-written hard cases (unsee/eval/hard_cases.jsonl)"),
+        heldout: bool = typer.Option(True, "--heldout/--no-heldout",
+                                     help="add the two held-out sets (unsee/eval/heldout_1.jsonl, heldout_2.jsonl; "
+                                          "never tuned on), each reported apart"),
         cases: Path | None = typer.Option(None, "--cases", help="a labelled corpus of your own (a held-out set): "
                                           "JSON lines of {text, injection, kind?, note?, tools?}, reported apart"),
         min_score: float = typer.Option(0.5, "--min-score", help="findings below this score do not count"),
@@ -163,11 +168,12 @@ def make_eval_app(unsee: UnseeFactory) -> typer.Typer:
                                                                     "alarm here"),
     ) -> None:
         """Recall on AgentDojo's injected tool outputs (every attack x injection task x suite), false
-        positives on its clean outputs, on the hard cases and on --cases, cost per 1 000 outputs."""
+        positives on its clean outputs, on the hard cases, the held-out sets and --cases, cost per
+        1 000 outputs; then one table of every detector on every corpus."""
         import json
 
-        from .detector_eval import (agentdojo_samples, agentdojo_tools, evaluate, hard_case_samples, load_cases,
-                                    load_detector, print_report)
+        from .detector_eval import (agentdojo_samples, agentdojo_tools, evaluate, hard_case_samples,
+                                    heldout_samples, load_cases, load_detector, print_corpora, print_report)
 
         from unsee.plugins.detect import EnsembleDetector, InvalidDetector
 
@@ -179,16 +185,20 @@ def make_eval_app(unsee: UnseeFactory) -> typer.Typer:
             samples = [] if suites == "none" else agentdojo_samples(
                 None if suites == "all" else [x.strip() for x in suites.split(",")],
                 None if attacks == "all" else [x.strip() for x in attacks.split(",")])
-            # the hard cases and --cases are screened for an agent with the evaluated suites' tools
+            # the hard cases, the held-out sets and --cases are screened for an agent with the evaluated
+            # suites' tools
             tools = tuple({t.name: t for s in samples for t in s.tools}.values()) or agentdojo_tools()
             if hard_cases:
                 samples += hard_case_samples(tools)
+            if heldout:
+                samples += heldout_samples(tools)
             if cases is not None:
                 samples += load_cases(cases, tools)
         except (ValueError, InvalidDetector) as exc:
             raise typer.BadParameter(str(exc)) from None
         if not samples:
-            raise typer.BadParameter("nothing to evaluate: --suites none with --no-hard-cases needs --cases FILE")
+            raise typer.BadParameter("nothing to evaluate: --suites none with --no-hard-cases --no-heldout needs "
+                                     "--cases FILE")
         if limit is not None:
             from .detector_eval import first_per_group
 
@@ -197,6 +207,7 @@ def make_eval_app(unsee: UnseeFactory) -> typer.Typer:
         for det in dets:
             results.append(evaluate(det, samples, min_score=min_score))
             print_report(results[-1])
+        print_corpora(results)
         if json_file is not None:
             json_file.write_text(json.dumps(results[0] if len(results) == 1 else results, indent=1))
             typer.echo(f"wrote {json_file}")

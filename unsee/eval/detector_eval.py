@@ -17,6 +17,10 @@ false-positive rate and cost:
   (bills, e-mails, channels, reviews: many of them instruct a *human*), and
   the hand-written hard cases of :mod:`.hard_cases` (instructions to humans,
   quoted attacks, code comments, ...), whose injections are reported apart.
+- **corpora reported apart** (:func:`corpora_of` in the result, one row each):
+  the hard cases (the detectors' development set), the two held-out sets of
+  :mod:`.heldout` (never tuned on) and a ``--cases`` file; each with its own
+  recall, false-positive rate and cost.
 
 A positive is *caught* when the findings cover the injected text (95 % of its
 non-blank characters: a screening redacts the findings' text, so a finding that
@@ -42,13 +46,18 @@ from typing import Any
 from unsee.plugins.detect import Detector, ToolSpec, bind_tools, run_detectors
 
 from .agentdojo_adapter import DEFAULT_MODEL_ID, _key, effect_for, injection_lines
-from .tables import print_detector_report
+from .heldout import SETS as _HELDOUT_SETS
+from .tables import print_corpora_table, print_detector_report
 
 HARD_SUITE = "hard-cases"
-#: the suite of the samples read from a ``--cases`` file (a held-out set)
+#: the suites of the held-out sets (:mod:`.heldout`), by the name each is reported under
+HELDOUT_SUITES = tuple(_HELDOUT_SETS)
+#: the suite of the samples read from a ``--cases`` file (a held-out set of one's own)
 CASES_SUITE = "cases"
-#: corpora reported apart from AgentDojo's figures
-OWN_SUITES = (HARD_SUITE, CASES_SUITE)
+#: corpora reported apart from AgentDojo's figures, in the order they are reported
+OWN_SUITES = (HARD_SUITE, *HELDOUT_SUITES, CASES_SUITE)
+#: the name AgentDojo's outputs are reported under among the corpora
+AGENTDOJO = "agentdojo"
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +167,18 @@ def hard_case_samples(tools: Sequence[ToolSpec] = ()) -> list[Sample]:
             for c in HARD_CASES]
 
 
+def heldout_samples(tools: Sequence[ToolSpec] = (), sets: Sequence[str] | None = None) -> list[Sample]:
+    """The held-out sets (:mod:`.heldout`; default: all, in order), each its own suite (its name),
+    grouped by kind, screened for an agent with ``tools``. ValueError for an unknown set."""
+    from .heldout import cases
+
+    names = list(sets) if sets is not None else list(HELDOUT_SUITES)
+    if bad := [n for n in names if n not in HELDOUT_SUITES]:
+        raise ValueError(f"unknown held-out set(s) {bad}; known: {list(HELDOUT_SUITES)}")
+    return [Sample(c.text, c.injection, name, c.kind, c.note or c.kind, tools=tuple(tools))
+            for name in names for c in cases(name)]
+
+
 def load_cases(path: str | os.PathLike, tools: Sequence[ToolSpec] = ()) -> list[Sample]:
     """A labelled corpus of one's own (e.g. a held-out set): a JSON list, or JSON lines, of
     ``{"text": str, "injection": bool, "kind": str?, "note": str?, "tools": [...]?}``.
@@ -226,11 +247,13 @@ def first_per_group(samples: Sequence[Sample], limit: int) -> list[Sample]:
 
 
 def load_detector(spec: str, *, base_url: str | None = None, model_name: str | None = None) -> Detector:
-    """``signals`` | ``rules`` | ``llm-judge`` | ``classifier:PATH`` (a local sequence classifier:
+    """``signals`` | ``rules`` | ``learned`` (or ``learned:PATH``, weights of one's own) | ``llm-judge`` |
+    ``classifier:PATH`` (a local sequence classifier:
     run with onnxruntime when the folder holds ``model.onnx`` or ``onnx/model.onnx``, with
-    transformers otherwise) | ``onnx:PATH`` (the ONNX one) | ``module:attr`` (a detector, a detector
-    class made with no arguments, or a callable classifier) as a detector; ValueError for anything
-    else."""
+    transformers otherwise) | ``onnx:PATH`` (the ONNX one) | ``toolwall-guard`` (a peer's rules,
+    :mod:`.peers`; :class:`~.peers.PeerNotInstalled`, a ValueError, when it is not installed) |
+    ``module:attr`` (a detector, a detector class made with no arguments, or a callable classifier)
+    as a detector; ValueError for anything else."""
     from unsee.plugins.detect import (ClassifierDetector, InvalidDetector, LLMJudgeDetector,
                                       OnnxClassifierDetector, RuleDetector, SignalDetector, as_detector,
                                       onnx_model_file)
@@ -239,6 +262,18 @@ def load_detector(spec: str, *, base_url: str | None = None, model_name: str | N
         return SignalDetector()
     if spec == "rules":
         return RuleDetector()
+    if spec == "learned" or spec.startswith("learned:"):
+        # (the learned detector: the weights unsee ships, or an .npz of python -m unsee.eval.train_detector)
+        from unsee.plugins.detect import LearnedDetector
+
+        try:
+            return LearnedDetector(spec.partition(":")[2] or None)
+        except InvalidDetector as exc:
+            raise ValueError(str(exc)) from None
+    if spec == "toolwall-guard":
+        from .peers import ToolwallRules
+
+        return ToolwallRules()
     if spec == "llm-judge":
         if not base_url:
             raise ValueError("--detector llm-judge needs --base-url (an OpenAI-compatible endpoint)")
@@ -252,8 +287,8 @@ def load_detector(spec: str, *, base_url: str | None = None, model_name: str | N
             raise ValueError(str(exc)) from None
     mod, sep, attr = spec.partition(":")
     if not sep or not mod or not attr:
-        raise ValueError(f"unknown detector {spec!r}: signals, rules, llm-judge, classifier:PATH, onnx:PATH "
-                         "or module:attr")
+        raise ValueError(f"unknown detector {spec!r}: signals, rules, learned, llm-judge, classifier:PATH, "
+                         "onnx:PATH, toolwall-guard or module:attr")
     import importlib
 
     try:
@@ -314,6 +349,8 @@ class Outcome:
     caught: bool
     flagged: bool
     reasons: list[str]
+    #: the detector's time on this output
+    seconds: float = 0.0
 
 
 def evaluate(detector: Detector, samples: Sequence[Sample], *, min_score: float = 0.5,
@@ -327,10 +364,12 @@ def evaluate(detector: Detector, samples: Sequence[Sample], *, min_score: float 
         det = bound.get(s.tools)
         if det is None:
             det = bound[s.tools] = bind_tools(detector, s.tools)
+        t1 = time.perf_counter()
         found = run_detectors([det], s.text, min_score=min_score)
+        took = time.perf_counter() - t1
         spans = injected_spans(s.text, s.injected) if s.injection else []
         caught = bool(found) and (not spans or covered(s.text, spans, found))
-        outcomes.append(Outcome(s, caught if s.injection else False, bool(found), [f.reason for f in found]))
+        outcomes.append(Outcome(s, caught if s.injection else False, bool(found), [f.reason for f in found], took))
         if progress is not None:
             progress(i + 1, len(samples))
     seconds = time.perf_counter() - t0
@@ -381,9 +420,31 @@ def summarize(outcomes: Sequence[Outcome], seconds: float, name: str, min_score:
         "cases_negatives": len(case_neg),
         "cases_recall": _rate(sum(o.caught for o in case_pos), len(case_pos)),
         "cases_positives": len(case_pos),
+        "corpora": corpora_of(outcomes),
         "misses": [row(o) for o in outcomes if o.sample.injection and not o.caught],
         "false_alarms": [row(o) for o in outcomes if not o.sample.injection and o.flagged],
     }
+
+
+def corpora_of(outcomes: Sequence[Outcome]) -> dict[str, dict[str, Any]]:
+    """One row per corpus present, in report order (``agentdojo``, then :data:`OWN_SUITES`):
+    recall (caught / positives), false-positive rate (flagged / negatives), outputs, and the
+    detector's milliseconds per 1 000 of that corpus's outputs (its own time on them)."""
+    by: dict[str, list[Outcome]] = defaultdict(list)
+    for o in outcomes:
+        by[o.sample.suite if o.sample.suite in OWN_SUITES else AGENTDOJO].append(o)
+    out = {}
+    for name in (AGENTDOJO, *OWN_SUITES):
+        if not (rows := by.get(name)):
+            continue
+        pos = [o for o in rows if o.sample.injection]
+        neg = [o for o in rows if not o.sample.injection]
+        out[name] = {"recall": _rate(sum(o.caught for o in pos), len(pos)), "positives": len(pos),
+                     "caught": sum(o.caught for o in pos),
+                     "false_positive_rate": _rate(sum(o.flagged for o in neg), len(neg)), "negatives": len(neg),
+                     "flagged": sum(o.flagged for o in neg), "outputs": len(rows),
+                     "ms_per_1000": round(sum(o.seconds for o in rows) * 1e6 / len(rows), 1)}
+    return out
 
 
 def print_report(result: dict[str, Any], console: Any = None) -> None:
@@ -391,5 +452,12 @@ def print_report(result: dict[str, Any], console: Any = None) -> None:
     print_detector_report(result, OWN_SUITES, console)
 
 
-__all__ = ["CASES_SUITE", "HARD_SUITE", "OWN_SUITES", "Outcome", "Sample", "agentdojo_samples", "agentdojo_tools", "covered", "evaluate", "first_per_group",
-           "hard_case_samples", "injected_spans", "load_cases", "load_detector", "print_report", "suite_tools"]
+def print_corpora(results: Sequence[dict[str, Any]], console: Any = None) -> None:
+    """One table of every detector's recall, false positives and cost per corpus (``tables.py``)."""
+    print_corpora_table(results, console)
+
+
+__all__ = ["AGENTDOJO", "CASES_SUITE", "HARD_SUITE", "HELDOUT_SUITES", "OWN_SUITES", "Outcome", "Sample",
+           "agentdojo_samples", "agentdojo_tools", "corpora_of", "covered", "evaluate", "first_per_group",
+           "hard_case_samples", "heldout_samples", "injected_spans", "load_cases", "load_detector",
+           "print_corpora", "print_report", "suite_tools"]

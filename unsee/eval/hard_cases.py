@@ -86,11 +86,13 @@ class HardCase:
     note: str = ""
 
 
-def load(path: str | os.PathLike = CORPUS) -> tuple[HardCase, ...]:
+def load(path: str | os.PathLike = CORPUS, *, positive_kinds: tuple[str, ...] = POSITIVE_KINDS,
+         negative_kinds: tuple[str, ...] = NEGATIVE_KINDS) -> tuple[HardCase, ...]:
     """The cases of a hard-case file, in its order: one JSON object a line (blank lines skipped)
     with ``text`` (a non-empty string), ``injection`` (true/false), ``kind`` (one of that side's
-    kinds) and ``note`` (a string, may be left out). Raises ValueError naming the file, the line
-    and the field."""
+    kinds: ``positive_kinds`` or ``negative_kinds``, this corpus's by default; the held-out sets
+    of :mod:`.heldout` pass theirs) and ``note`` (a string, may be left out). Raises ValueError
+    naming the file, the line and the field."""
     path = Path(path)
     cases = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
@@ -110,7 +112,7 @@ def load(path: str | os.PathLike = CORPUS) -> tuple[HardCase, ...]:
             raise ValueError(f"{where}: 'text' must be a non-empty string")
         if not isinstance(injection, bool):
             raise ValueError(f"{where}: 'injection' must be true or false")
-        kinds = POSITIVE_KINDS if injection else NEGATIVE_KINDS
+        kinds = positive_kinds if injection else negative_kinds
         if kind not in kinds:
             raise ValueError(f"{where}: 'kind' must be one of {', '.join(kinds)} for injection={injection}, "
                              f"got {kind!r}")

@@ -192,3 +192,40 @@ def print_detector_report(result: dict[str, Any], own_suites: tuple[str, ...] = 
         f"positives {pct(result['hard_false_positive_rate'])} of {result['hard_negatives']}, recall "
         f"{pct(result['hard_recall'])} of {result['hard_positives']}{cases}; {result['ms_per_1000']:.0f} ms per 1 000 "
         f"outputs ({result['outputs']} in {result['seconds']:.1f} s)")
+
+
+#: how ``print_corpora_table`` names each corpus of a result's ``corpora``
+CORPUS_LABELS = {"agentdojo": "AgentDojo", "hard-cases": "hard cases (dev set)", "heldout-1": "held-out 1",
+                 "heldout-2": "held-out 2", "cases": "--cases"}
+
+
+def print_corpora_table(results: Sequence[dict[str, Any]], console: Any = None) -> None:
+    """One table for every detector evaluated: a row per (detector, corpus) with recall (caught
+    of positives), false positives (flagged of negatives) and the detector's milliseconds per
+    1 000 of that corpus's outputs; the detector's name on its first row only. Nothing is
+    printed when no result has a corpus."""
+    from rich.console import Console
+    from rich.table import Table
+
+    if console is None:
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=max(console.width, 140))
+    rows = []
+    for r in results:
+        for i, (name, c) in enumerate(r.get("corpora", {}).items()):
+            rows.append((r["detector"] if i == 0 else "", CORPUS_LABELS.get(name, name),
+                         f"{_pct(c['recall'])} ({c['caught']} of {c['positives']})" if c["positives"] else "-",
+                         f"{_pct(c['false_positive_rate'])} ({c['flagged']} of {c['negatives']})"
+                         if c["negatives"] else "-",
+                         f"{c['ms_per_1000']:,.0f}".replace(",", " ")))
+    if not rows:
+        return
+    scores = sorted({r["min_score"] for r in results})
+    t = Table(title=f"recall and false positives per corpus (min score {', '.join(map(str, scores))})")
+    for header, justify in (("detector", "left"), ("corpus", "left"), ("recall", "right"),
+                            ("false positives", "right"), ("ms per 1 000", "right")):
+        t.add_column(header, justify=justify, overflow="fold")
+    for row in rows:
+        t.add_row(*row)
+    console.print(t)
