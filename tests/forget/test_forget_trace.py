@@ -81,6 +81,25 @@ def test_the_layout_of_a_forgets_trace(phases, routes, expected):
         assert ledger.attributes[ATTR["method"]] == "redact"
 
 
+def _scenario_exporting(tmp_path, monkeypatch):
+    """The erasure scenario (``erasure_agents.build``) in ``tmp_path/home``, its ``Unsee``'s spans
+    also exported to memory: (u, agent, close, exporter)."""
+    import erasure_agents as ea
+    from unsee import Unsee
+
+    exporter = InMemorySpanExporter()
+    original = Unsee.__init__
+
+    def with_exporter(self, *a, **kw):
+        kw.setdefault("span_processors", [SimpleSpanProcessor(exporter)])
+        original(self, *a, **kw)
+
+    monkeypatch.setattr(Unsee, "__init__", with_exporter)
+    home = tmp_path / "home"
+    home.mkdir()
+    return (*ea.build(home), exporter)
+
+
 def test_restore_steps_and_turns_nest_under_the_replay_and_link_what_they_supersede():
     t = ForgetTiming(start_ns=1000, end_ns=3000, phases=[
         _Phase("plan", 1000, 1100),
@@ -123,19 +142,8 @@ def test_a_failed_forgets_layout():
 
 def test_a_forget_sends_its_own_trace(tmp_path, monkeypatch):
     import erasure_agents as ea
-    from unsee import Unsee
 
-    exporter = InMemorySpanExporter()
-    original = Unsee.__init__
-
-    def with_exporter(self, *a, **kw):  # (the scenario's Unsee, its spans also exported to memory)
-        kw.setdefault("span_processors", [SimpleSpanProcessor(exporter)])
-        original(self, *a, **kw)
-
-    monkeypatch.setattr(Unsee, "__init__", with_exporter)
-    home = tmp_path / "home"
-    home.mkdir()
-    u, agent, close = ea.build(home)
+    u, agent, close, exporter = _scenario_exporting(tmp_path, monkeypatch)
     try:
         ea.run(agent, "t1")
         u.flush()
@@ -220,20 +228,9 @@ def test_a_later_forget_keeps_the_trace_of_an_earlier_one(tmp_path, monkeypatch)
 
 def test_a_failed_forget_sends_a_trace_marked_with_its_error(tmp_path, monkeypatch):
     import erasure_agents as ea
-    from unsee import Unsee
     from unsee.middleware import faults
 
-    exporter = InMemorySpanExporter()
-    original = Unsee.__init__
-
-    def with_exporter(self, *a, **kw):
-        kw.setdefault("span_processors", [SimpleSpanProcessor(exporter)])
-        original(self, *a, **kw)
-
-    monkeypatch.setattr(Unsee, "__init__", with_exporter)
-    home = tmp_path / "home"
-    home.mkdir()
-    u, agent, close = ea.build(home)
+    u, agent, close, exporter = _scenario_exporting(tmp_path, monkeypatch)
     try:
         ea.run(agent, "t1")
         u.flush()
