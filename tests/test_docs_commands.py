@@ -67,8 +67,9 @@ RUNS: dict[str, list[str]] = {
     "unsee demo [--model local|scripted]": ["unsee demo --model scripted"],
     "unsee bench agentdojo --suite S --defense D": [
         "unsee bench agentdojo --suite banking --defense ifc+forget --limit 1 --no-pairs"],
-    "unsee eval detectors [--detector signals|rules|llm-judge|classifier:PATH|module:attr]": [
-        "unsee eval detectors --suites banking --attacks direct --detector signals --detector rules --no-hard-cases"],
+    "unsee eval detectors [--detector signals|learned|rules|toolwall-guard|llm-judge|classifier:PATH|module:attr]": [
+        "unsee eval detectors --suites banking --attacks direct --detector signals --detector rules --no-hard-cases",
+        "unsee eval detectors --suites none --detector learned --no-heldout"],
     "unsee --version": ["unsee --version"],
     "unsee eval forgetting --suite support --strategies all --model scripted --episodes 6 --seed 0 [--json F] [--plot F.png]": [
         "unsee eval forgetting --suite support --strategies B0,B2,B7 --model scripted --episodes 1 --seed 0 "

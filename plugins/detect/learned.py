@@ -20,9 +20,10 @@ know how far a tag block or a YAML value reaches).
 The weights (``learned_detector.npz`` beside this module, ~100 KB of float16)
 are made by ``python -m unsee.eval.train_detector`` from shipped and generated
 text only (AgentDojo's injection tasks and clean outputs, the hard cases,
-templated injections and human-addressed texts, installed packages' docs); see
-docs/detector-learned.md. Training is deterministic: the same corpus and seed
-give the same file.
+templated injections and human-addressed texts, tool outputs written by hand for
+training by eight authors, installed packages' docs); see
+docs/detector-learned.md. A unit is a finding from :data:`THRESHOLD` (0.8).
+Training is deterministic: the same corpus and seed give the same file.
 
 Pure logic apart from reading the weights; :func:`unit_features` is what the
 training uses too, so the two cannot drift apart.
@@ -44,11 +45,15 @@ from .normalize import reader_view
 
 #: the shipped weights
 LEARNED_WEIGHTS = Path(__file__).with_name("learned_detector.npz")
-#: format of the weights file (a file of another version is refused)
-FORMAT = 1
+#: format of the weights file (a file of another version is refused); 2: five more signals features and
+#: the share in quotation marks
+FORMAT = 2
 WORD_BUCKETS = 1 << 14
 CHAR_BUCKETS = 1 << 15
 HASHED = WORD_BUCKETS + CHAR_BUCKETS
+#: the unit probability from which a unit is a finding: chosen by leave-one-author-out validation on
+#: the hand-written training texts for about 0.1 false positives per text (docs/detector-learned.md)
+THRESHOLD = 0.8
 #: a unit longer than this is cut at a space
 MAX_UNIT = 320
 
@@ -70,8 +75,15 @@ SIGNAL_FEATURES: tuple[tuple[str, str | None], ...] = (
     ("processing", r"whoever processes"),
     ("handle", r"by handle"),
     ("template", r"tag_block|override|new_instructions|chat_template|role_tokens"),
+    ("processor", r"whatever processes the text"),
+    ("conceal", r"keeps something from"),
+    ("decode", r"decode a passage"),
+    ("encoded", r"base64|spaced out|look-alike|URL to be filled"),
+    ("role", r"new role for the reader|standing order"),
 )
-DENSE = len(SIGNAL_FEATURES) + 2  # (+ the unit's length, log-scaled, and its share of capitals)
+DENSE = len(SIGNAL_FEATURES) + 3  # (+ its share in quotation marks, the unit's length, log-scaled, and its share of capitals)
+#: a passage in quotation marks (an article quoting an attack mentions it; it does not give it)
+_QUOTATION = re.compile(r"\"[^\"\n]{3,300}\"|“[^”\n]{3,300}”|«[^»\n]{3,300}»|„[^“\n]{3,300}“")
 #: (hashed features, dense features): the shape of the weights
 LEARNED_SHAPE = (HASHED, DENSE)
 
@@ -212,11 +224,25 @@ def _dense(text: str, spans: list[tuple[int, int]], found: Sequence[Signal]) -> 
             reasons = " ".join(f[3] for f in over)
             for j, rx in _FLAGS:
                 d[i, j] = rx.search(reasons) is not None
-        d[i, 2] = top
-        unit = text[a:b]
-        d[i, -2] = np.log1p(len(unit)) / 6.0
-        letters = sum(ch.isalpha() for ch in unit)
-        d[i, -1] = sum(ch.isupper() for ch in unit) / letters if letters else 0.0
+    d[:, 2] = top
+    # the unit's length and its share of capitals (letters: ASCII ones and anything beyond ASCII),
+    # counted with running sums over the code points (a loop over characters costs more than the rest)
+    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    upper = np.concatenate(([0], np.cumsum((codes >= 65) & (codes <= 90))))
+    letters = np.concatenate(([0], np.cumsum(((codes >= 65) & (codes <= 90)) | ((codes >= 97) & (codes <= 122))
+                                             | (codes > 127))))
+    a = np.fromiter((x for x, _ in spans), dtype=np.int64, count=len(spans))
+    b = np.fromiter((y for _, y in spans), dtype=np.int64, count=len(spans))
+    n_letters = letters[b] - letters[a]
+    if quotes := [m.span() for m in _QUOTATION.finditer(text)]:
+        inside = np.zeros(len(codes) + 1, dtype=np.int64)
+        for qa, qb in quotes:
+            inside[qa] += 1
+            inside[qb] -= 1
+        inside = np.concatenate(([0], np.cumsum(np.cumsum(inside)[:-1] > 0)))
+        d[:, -3] = (inside[b] - inside[a]) / np.maximum(b - a, 1)
+    d[:, -2] = np.log1p(b - a) / 6.0
+    d[:, -1] = np.where(n_letters > 0, (upper[b] - upper[a]) / np.maximum(n_letters, 1), 0.0)
     d[1:, 1] = d[:-1, 0]
     return d
 
@@ -300,7 +326,7 @@ class LearnedDetector:
     signals it reads)."""
 
     def __init__(self, weights: str | Path | LearnedWeights | None = None, tools: Sequence[ToolSpec] = (), *,
-                 threshold: float = 0.5, name: str = "learned"):
+                 threshold: float = THRESHOLD, name: str = "learned"):
         from .classifier import check_threshold
         from .signals import SignalDetector
 
@@ -341,5 +367,5 @@ class LearnedDetector:
 
 
 __all__ = ["CHAR_BUCKETS", "DENSE", "HASHED", "LEARNED_SHAPE", "LEARNED_WEIGHTS", "LearnedDetector", "LearnedWeights",
-           "SIGNAL_FEATURES", "Signal", "UnitFeatures", "WORD_BUCKETS", "load_learned_weights", "save_learned_weights",
+           "SIGNAL_FEATURES", "Signal", "THRESHOLD", "UnitFeatures", "WORD_BUCKETS", "load_learned_weights", "save_learned_weights",
            "text_features", "unit_features", "unit_scores", "unit_spans"]

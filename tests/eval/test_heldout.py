@@ -1,4 +1,4 @@
-"""The two held-out sets (unsee/eval/heldout_1.jsonl, heldout_2.jsonl) are valid data, reported
+"""The held-out sets (unsee/eval/heldout_1.jsonl ... heldout_4.jsonl) are valid data, reported
 apart by `unsee eval detectors`, next to the dev set and a peer's rules (toolwall-guard)."""
 
 import json
@@ -17,10 +17,11 @@ from unsee.eval.hard_cases import HARD_CASES
 from unsee.plugins.detect import SignalDetector
 
 #: (positives, negatives) of each set: a change here is a new held-out set, not an edit
-SIZES = {"heldout-1": (44, 37), "heldout-2": (46, 35)}
+SIZES = {"heldout-1": (44, 37), "heldout-2": (46, 35), "heldout-3": (50, 40), "heldout-4": (50, 40)}
 #: a host name in a URL, an e-mail address or running text
+#: (a method call in code, "core.info(", is not a host)
 _HOST = re.compile(r"(?<![\w.-])((?:[a-z0-9-]+\.)+(?:com|org|net|io|dev|de|fr|es|it|pt|nl|co|uk|app|ai|be|at|"
-                   r"ch|eu|info|biz|us|me|gg|xyz|cloud))\b", re.I)
+                   r"ch|eu|info|biz|us|me|gg|xyz|cloud))\b(?!\()", re.I)
 _LANG = re.compile(r"^\[(en|fr|es|de|it|pt|nl)\] \S")
 
 
@@ -72,10 +73,10 @@ def test_invisible_characters_are_escaped_in_the_file(name):
 
 
 def test_an_unknown_set_is_refused():
-    with pytest.raises(KeyError, match="heldout-3"):
-        ho.cases("heldout-3")
-    with pytest.raises(ValueError, match="heldout-3"):
-        heldout_samples(sets=["heldout-3"])
+    with pytest.raises(KeyError, match="heldout-9"):
+        ho.cases("heldout-9")
+    with pytest.raises(ValueError, match="heldout-9"):
+        heldout_samples(sets=["heldout-9"])
 
 
 def test_each_set_is_a_corpus_of_its_own():
@@ -95,7 +96,7 @@ def test_cli_reports_dev_set_and_held_out_sets_apart(tmp_path):
     assert res.exit_code == 0, res.output
     assert "per corpus" in res.output and "held-out 1" in res.output and "held-out 2" in res.output
     data = json.loads(out.read_text())
-    assert list(data["corpora"]) == ["hard-cases", "heldout-1", "heldout-2"]
+    assert list(data["corpora"]) == ["hard-cases", "heldout-1", "heldout-2", "heldout-3", "heldout-4"]
     res = CliRunner().invoke(make_eval_app(Unsee), ["detectors", "--suites", "none", "--no-heldout", "--json",
                                                     str(out)])
     assert res.exit_code == 0, res.output

@@ -58,3 +58,34 @@ def test_the_eval_loads_the_shipped_learned_detector():
     assert isinstance(det, LearnedDetector) and det.name == "learned"
     with pytest.raises(ValueError, match="cannot be read"):
         load_detector("learned:/nonexistent/weights.npz")
+
+
+def test_the_written_texts_know_where_their_injections_are():
+    from unsee.eval.detector_corpus import WRITTEN, written_docs
+
+    assert len(WRITTEN) == 8  # one file per author
+    docs = written_docs()
+    assert sum(d.injection for d in docs) == sum(not d.injection for d in docs) == 90 * len(WRITTEN)
+    for d in docs:
+        assert d.source == "written" and d.kind.startswith("train_written_")
+        if d.injection:
+            assert d.spans and all(0 <= a < b <= len(d.text) for a, b in d.spans)
+        else:
+            assert d.spans == ()
+
+
+@pytest.mark.parametrize("row,error", [
+    ('{"injection": true, "kind": "k", "note": "", "text": "Send it.", "payload": []}', "needs its payload"),
+    ('{"injection": false, "kind": "k", "note": "", "text": "Hi.", "payload": ["Hi"]}', "needs its payload"),
+    ('{"injection": true, "kind": "k", "note": "", "text": "Send it.", "payload": ["Mail it"]}', "not in the text"),
+    ('{"injection": true, "text": "x", "payload": ["x"], "extra": 1}', "fields"),
+    ("not json", "not JSON"),
+])
+def test_a_malformed_written_file_is_refused_with_its_line(tmp_path, row, error):
+    from unsee.eval.detector_corpus import load_written
+
+    path = tmp_path / "train_written_x.jsonl"
+    path.write_text('{"injection": false, "kind": "k", "note": "", "text": "Fine.", "payload": []}\n' + row + "\n")
+    with pytest.raises(ValueError, match=error) as exc:
+        load_written(path)
+    assert f"{path}:2" in str(exc.value)

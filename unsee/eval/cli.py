@@ -154,7 +154,7 @@ def make_eval_app(unsee: UnseeFactory) -> typer.Typer:
         hard_cases: bool = typer.Option(True, "--hard-cases/--no-hard-cases",
                                         help="add the hand-written hard cases (unsee/eval/hard_cases.jsonl)"),
         heldout: bool = typer.Option(True, "--heldout/--no-heldout",
-                                     help="add the two held-out sets (unsee/eval/heldout_1.jsonl, heldout_2.jsonl; "
+                                     help="add the four held-out sets (unsee/eval/heldout_1.jsonl ... heldout_4.jsonl; "
                                           "never tuned on), each reported apart"),
         cases: Path | None = typer.Option(None, "--cases", help="a labelled corpus of your own (a held-out set): "
                                           "JSON lines of {text, injection, kind?, note?, tools?}, reported apart"),

@@ -1,6 +1,6 @@
 """The training corpus of the learned detector: shipped and generated text only.
 
-Four sources, each a list of :class:`Doc` (a tool output, whether it carries an
+Five sources, each a list of :class:`Doc` (a tool output, whether it carries an
 injection, and where, when known):
 
 - :func:`agentdojo_docs`: AgentDojo's injected and clean tool outputs
@@ -22,6 +22,12 @@ injection, and where, when known):
   characters, ``\\u`` escapes); and as many benign texts built the same way
   that instruct a *person* (runbooks, README warnings, invoices, password
   resets, reminders in six languages, newsletters quoting an attack in quotes).
+- :func:`written_docs`: tool outputs written by hand for training
+  (``train_written_*.jsonl`` beside this module, one file per author, each
+  with its own domain and voice: back office, developers, the consumer web,
+  API data), injected ones with the injected passages marked (``payload``),
+  benign ones mostly hard look-alikes. Their authors never saw the detectors,
+  the hard cases or the held-out sets.
 - :func:`package_docs`: paragraphs of the installed packages' own
   documentation (README, ``METADATA``, ``*.md``, ``*.rst``): imperatives to
   human readers by the thousand. Texts about prompt injection are left out
@@ -411,6 +417,48 @@ def augmented_docs(n: int = 1500, seed: int = 35) -> list[Doc]:
     return out
 
 
+# -- written for training -----------------------------------------------------------------------
+
+#: the hand-written training texts, one file per author
+WRITTEN = tuple(sorted(Path(__file__).parent.glob("train_written_*.jsonl")))
+_WRITTEN_FIELDS = {"injection", "kind", "note", "text", "payload"}
+
+
+def load_written(path: str | Path) -> list[Doc]:
+    """The texts of one ``train_written_*.jsonl`` file: one JSON object a line, ``{"injection":
+    bool, "kind": str, "note": str, "text": str, "payload": [str, ...]}``; each payload (the
+    injected passages of a positive, verbatim; none for a negative) marks where the injection is.
+    The docs' source is ``written``, their kind ``<file stem>/<kind>``. ValueError naming the file,
+    the line and the field."""
+    from .hard_cases import json_lines
+
+    path = Path(path)
+    out = []
+    for where, row in json_lines(path):
+        if set(row) - _WRITTEN_FIELDS:
+            raise ValueError(f"{where}: an object with fields {sorted(_WRITTEN_FIELDS)} is wanted")
+        text, injection, payload = row.get("text"), row.get("injection"), row.get("payload", [])
+        if not isinstance(text, str) or not text.strip() or not isinstance(injection, bool):
+            raise ValueError(f"{where}: 'text' must be a non-empty string and 'injection' true or false")
+        if not isinstance(payload, list) or not all(isinstance(p, str) and p.strip() for p in payload):
+            raise ValueError(f"{where}: 'payload' must be a list of non-empty strings")
+        if injection != bool(payload):
+            raise ValueError(f"{where}: an injected text needs its payload, a benign one has none")
+        spans = []
+        for p in payload:
+            i = text.find(p)
+            if i < 0:
+                raise ValueError(f"{where}: payload {p[:40]!r} is not in the text")
+            spans.extend((m.start(), m.end()) for m in re.finditer(re.escape(p), text))
+        out.append(Doc(text, injection, "written", f"{path.stem}/{row.get('kind', '')}", tuple(sorted(spans))))
+    return out
+
+
+def written_docs(files: Sequence[str | Path] | None = None) -> list[Doc]:
+    """The hand-written training texts (default: every file of :data:`WRITTEN`)."""
+    return [d for f in (WRITTEN if files is None else files) for d in load_written(f)]
+
+
 # -- installed packages' documentation ----------------------------------------------------------
 
 _ABOUT_INJECTION = re.compile(r"prompt[\s\-]+injection|jailbreak|ignore (?:all )?(?:previous|prior) instructions",
@@ -452,8 +500,9 @@ def package_docs(n: int = 1500, seed: int = 35) -> list[Doc]:
 
 def corpus(sources: Iterable[str], *, seed: int = 35, per_task: int = 3, n_augmented: int = 1500,
            n_docs: int = 1500) -> list[Doc]:
-    """The docs of the named sources (``agentdojo``, ``hard-cases``, ``augmented``, ``package-docs``)."""
-    make = {"agentdojo": lambda: agentdojo_docs(per_task), "hard-cases": hard_case_docs,
+    """The docs of the named sources (``agentdojo``, ``hard-cases``, ``augmented``, ``written``,
+    ``package-docs``)."""
+    make = {"agentdojo": lambda: agentdojo_docs(per_task), "hard-cases": hard_case_docs, "written": written_docs,
             "augmented": lambda: augmented_docs(n_augmented, seed), "package-docs": lambda: package_docs(n_docs, seed)}
     out = []
     for name in sources:
@@ -463,4 +512,5 @@ def corpus(sources: Iterable[str], *, seed: int = 35, per_task: int = 3, n_augme
     return out
 
 
-__all__ = ["AGENT_TOOLS", "Doc", "agentdojo_docs", "augmented_docs", "corpus", "hard_case_docs", "package_docs"]
+__all__ = ["AGENT_TOOLS", "WRITTEN", "Doc", "agentdojo_docs", "augmented_docs", "corpus", "hard_case_docs",
+           "load_written", "package_docs", "written_docs"]

@@ -18,7 +18,7 @@ false-positive rate and cost:
   the hand-written hard cases of :mod:`.hard_cases` (instructions to humans,
   quoted attacks, code comments, ...), whose injections are reported apart.
 - **corpora reported apart** (:func:`corpora_of` in the result, one row each):
-  the hard cases (the detectors' development set), the two held-out sets of
+  the hard cases (the detectors' development set), the four held-out sets of
   :mod:`.heldout` (never tuned on) and a ``--cases`` file; each with its own
   recall, false-positive rate and cost.
 

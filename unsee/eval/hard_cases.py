@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,16 +87,10 @@ class HardCase:
     note: str = ""
 
 
-def load(path: str | os.PathLike = CORPUS, *, positive_kinds: tuple[str, ...] = POSITIVE_KINDS,
-         negative_kinds: tuple[str, ...] = NEGATIVE_KINDS) -> tuple[HardCase, ...]:
-    """The cases of a hard-case file, in its order: one JSON object a line (blank lines skipped)
-    with ``text`` (a non-empty string), ``injection`` (true/false), ``kind`` (one of that side's
-    kinds: ``positive_kinds`` or ``negative_kinds``, this corpus's by default; the held-out sets
-    of :mod:`.heldout` pass theirs) and ``note`` (a string, may be left out). Raises ValueError
-    naming the file, the line and the field."""
-    path = Path(path)
-    cases = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+def json_lines(path: str | os.PathLike) -> Iterator[tuple[str, dict]]:
+    """(``"<file>:<line>"``, the object) for each non-blank line of a JSON-lines file; ValueError
+    naming the file and the line for one that is not a JSON object."""
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
         where = f"{path}:{n}"
@@ -105,6 +100,19 @@ def load(path: str | os.PathLike = CORPUS, *, positive_kinds: tuple[str, ...] = 
             raise ValueError(f"{where}: not JSON ({exc})") from None
         if not isinstance(row, dict):
             raise ValueError(f"{where}: an object is wanted, got {type(row).__name__}")
+        yield where, row
+
+
+def load(path: str | os.PathLike = CORPUS, *, positive_kinds: tuple[str, ...] = POSITIVE_KINDS,
+         negative_kinds: tuple[str, ...] = NEGATIVE_KINDS) -> tuple[HardCase, ...]:
+    """The cases of a hard-case file, in its order: one JSON object a line (blank lines skipped)
+    with ``text`` (a non-empty string), ``injection`` (true/false), ``kind`` (one of that side's
+    kinds: ``positive_kinds`` or ``negative_kinds``, this corpus's by default; the held-out sets
+    of :mod:`.heldout` pass theirs) and ``note`` (a string, may be left out). Raises ValueError
+    naming the file, the line and the field."""
+    path = Path(path)
+    cases = []
+    for where, row in json_lines(path):
         if unknown := sorted(set(row) - _FIELDS):
             raise ValueError(f"{where}: unknown fields {unknown} (a case has {sorted(_FIELDS)})")
         text, injection, kind, note = row.get("text"), row.get("injection"), row.get("kind"), row.get("note", "")

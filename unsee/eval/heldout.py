@@ -1,16 +1,19 @@
-"""Held-out sets: two hand-written corpora the injection detectors are measured on, never tuned on.
+"""Held-out sets: four hand-written corpora the injection detectors are measured on, never tuned on.
 
 The hard cases (:mod:`.hard_cases`) are the detectors' *development* set: the
 default detector was tuned with them in view, so its figures there say little
-about phrasings it was not written against. The two held-out sets are for that:
-``heldout_1.jsonl`` and ``heldout_2.jsonl`` beside this module, in the hard
+about phrasings it was not written against. The held-out sets are for that:
+``heldout_1.jsonl`` to ``heldout_4.jsonl`` beside this module, in the hard
 cases' format (one case a line, ``{"injection": bool, "kind": str, "note": str,
 "text": str}``, invisible characters and look-alike Cyrillic letters written as
 ``\\u`` escapes), read by :func:`.hard_cases.load` with this module's kinds.
 
-How they were written (issue 35): by hand, by an author who had not read the
-detectors' code, their patterns or the hard cases, before any detector was
-changed for the issue; nothing is drawn from AgentDojo or another data set.
+How they were written (issue 35): by hand, by authors who had not read the
+detectors' code, their patterns, the hard cases or the other sets; sets 1 and 2
+before any detector was changed for the issue, sets 3 and 4 before the second
+round of changes (each author wrote one set, in a voice and formats of its own,
+and none saw the texts written for training, ``train_written_*.jsonl``);
+nothing is drawn from AgentDojo or another data set.
 Names, IBANs, numbers and addresses are fictional; every domain is
 ``example.com``/``.org``/``.net`` or a subdomain of one. Each text is a whole
 tool output (API JSON, e-mails with headers, code, READMEs, logs, chat exports,
@@ -23,6 +26,16 @@ been fixed against is a development set and a new held-out set is needed.
 
 - set 1 (:data:`HELDOUT_1`): office and enterprise outputs, in English, French,
   Spanish, German and Italian.
+- set 3 (:data:`HELDOUT_3`): institutions (public administration, healthcare,
+  schools, law firms, logistics, real estate, manufacturing): ticket JSON,
+  chat exports, calendar entries, text from PDFs, OCR'd invoices, wiki pages,
+  intranet HTML, CSV, XML, meeting transcripts, file listings; English, German,
+  French, Spanish, Italian (48 % not English).
+- set 4 (:data:`HELDOUT_4`): consumers, families, hobbyists and small shops:
+  consumer API JSON, RSS, e-mails, SMS and messenger exports, receipts, product
+  listings, search results, terminal output, small repositories, extension
+  pages; English, French, Spanish, Italian, Portuguese, German (41 % not
+  English).
 - set 2 (:data:`HELDOUT_2`): another voice (developers, consumers, families) and
   more formats (git log, SQL dump, GraphQL, package.json, Kubernetes manifest,
   Dockerfile, notebook, RSS, subtitles, SMS and WhatsApp exports, a CV), in
@@ -72,12 +85,14 @@ from pathlib import Path
 
 from .hard_cases import HardCase, load
 
-__all__ = ["HELDOUT_1", "HELDOUT_2", "NEGATIVE_KINDS", "POSITIVE_KINDS", "SETS", "cases"]
+__all__ = ["HELDOUT_1", "HELDOUT_2", "HELDOUT_3", "HELDOUT_4", "NEGATIVE_KINDS", "POSITIVE_KINDS", "SETS", "cases"]
 
 HELDOUT_1 = Path(__file__).with_name("heldout_1.jsonl")
 HELDOUT_2 = Path(__file__).with_name("heldout_2.jsonl")
+HELDOUT_3 = Path(__file__).with_name("heldout_3.jsonl")
+HELDOUT_4 = Path(__file__).with_name("heldout_4.jsonl")
 #: each held-out set by the name ``unsee eval detectors`` reports it under
-SETS = {"heldout-1": HELDOUT_1, "heldout-2": HELDOUT_2}
+SETS = {"heldout-1": HELDOUT_1, "heldout-2": HELDOUT_2, "heldout-3": HELDOUT_3, "heldout-4": HELDOUT_4}
 POSITIVE_KINDS = ("third-person", "labelled-order", "direct-address", "data-field", "agent-notice", "policy",
                   "authority", "hidden-markup", "obfuscated", "conditional", "role-play", "workflow",
                   "exfiltration", "polite-request", "multi-step")

@@ -196,7 +196,7 @@ def print_detector_report(result: dict[str, Any], own_suites: tuple[str, ...] = 
 
 #: how ``print_corpora_table`` names each corpus of a result's ``corpora``
 CORPUS_LABELS = {"agentdojo": "AgentDojo", "hard-cases": "hard cases (dev set)", "heldout-1": "held-out 1",
-                 "heldout-2": "held-out 2", "cases": "--cases"}
+                 "heldout-2": "held-out 2", "heldout-3": "held-out 3", "heldout-4": "held-out 4", "cases": "--cases"}
 
 
 def print_corpora_table(results: Sequence[dict[str, Any]], console: Any = None) -> None:
