@@ -8,10 +8,13 @@ Prints:
   flat, < 1 ms);
 - prefill and greedy decode throughput;
 - on the CPU backend, all of that for two decode paths in one run, interleaved:
-  "before" (the previous path, ``UNSEE_CPU_DECODE=legacy``) and "after" (the
-  fast path, the default), with their ratios, plus the wall time of the demo's
-  forget (``unsee demo --model local``: recorded, then B7) on each path, its
-  ratio to the 8 s target, and whether every logits row of the demo was the same;
+  "before" (the previous path, ``UNSEE_CPU_DECODE=legacy``; with ``--before
+  dependent`` the fast path with its previous, thread-dependent attention and
+  activation calls, ``UNSEE_CPU_INVARIANT=0``) and "after" (the fast path, the
+  default: thread-invariant kernels), with their ratios, plus the wall time of
+  the demo's forget (``unsee demo --model local``: recorded, then B7) on each
+  path, its ratio to the 8 s target, and whether every logits row of the demo
+  was the same;
 - the machine's limits measured in the same run (:func:`machine_limits`: the
   fp32 peak of a large matmul on every core, the memory read bandwidth of a
   1 GiB sum) and the fraction of them that prefill (FLOP/s) and decode (weight
@@ -21,6 +24,7 @@ Prints:
 
     python -m benchmarks.bench_model [--backend cpu|exllamav2] [--model-cache DIR] [--json]
         [--skip-session] [--skip-demo] [--no-compare] [--reps N] [--demo-reps N]
+        [--before legacy|dependent]
 
 The converted model folder is the per-user model cache (``--model-cache``,
 else ``$UNSEE_MODEL_CACHE``, else ``~/.unsee/models``), converted on first use.
@@ -296,9 +300,16 @@ def compare_throughput(runtimes: dict[str, Any], prefill_tokens: int = 512, deco
     return res
 
 
+#: the environment of each decode path a comparison runs (``bench_demo_forget``'s ``mode``)
+MODES = {"fast": {"UNSEE_CPU_DECODE": "fast", "UNSEE_CPU_INVARIANT": "1"},
+         "legacy": {"UNSEE_CPU_DECODE": "legacy", "UNSEE_CPU_INVARIANT": "1"},
+         "dependent": {"UNSEE_CPU_DECODE": "fast", "UNSEE_CPU_INVARIANT": "0"}}
+
+
 def bench_demo_forget(mode: str, model_cache: str | None = None) -> dict[str, Any]:
     """``unsee demo --model local`` (record the support session, then forget the card
-    number with B7) on the decode path ``mode`` ("fast" or "legacy"); the forget
+    number with B7) on the decode path ``mode`` ("fast", "legacy", or "dependent": the
+    fast path with thread-dependent kernels, :data:`MODES`); the forget
     report's wall time and token counts, the recording's wall time, the CPU other
     processes used during the forget, the forward passes of the forget by torch
     thread count, and digests of every token chosen and every logits row it was
@@ -338,8 +349,8 @@ def bench_demo_forget(mode: str, model_cache: str | None = None) -> dict[str, An
             forget["on"] = False
             forget["others_cores"] = load.cores
 
-    saved = {k: os.environ.get(k) for k in ("UNSEE_CPU_DECODE", "UNSEE_MODEL_CACHE")}
-    os.environ["UNSEE_CPU_DECODE"] = mode
+    saved = {k: os.environ.get(k) for k in ("UNSEE_CPU_DECODE", "UNSEE_CPU_INVARIANT", "UNSEE_MODEL_CACHE")}
+    os.environ.update(MODES[mode])
     if model_cache:
         os.environ["UNSEE_MODEL_CACHE"] = model_cache
     sampling.pick_token, ThreadGovernor.apply, core.Unsee.forget = picked, applied, forgetting
@@ -375,6 +386,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--no-compare", action="store_true", help="cpu: only the default path")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--demo-reps", type=int, default=1, help="demo forgets per path (interleaved)")
+    parser.add_argument("--before", choices=("legacy", "dependent"), default="legacy",
+                        help="cpu: the path 'before' is: the legacy decode path, or the fast path with its "
+                             "previous thread-dependent kernels (UNSEE_CPU_INVARIANT=0)")
     args = parser.parse_args(argv if argv is not None else [])
     if args.backend == "cpu" and not args.no_compare:
         return compare_cpu(args)
@@ -418,9 +432,10 @@ def _median_range(values: list[float]) -> tuple[float, float, float]:
 
 
 def compare_cpu(args: argparse.Namespace) -> dict[str, Any]:
-    """The CPU backend's previous decode path ("before") against the fast one
-    ("after"), interleaved in one run; ratios after vs before; the machine's
-    limits and the fraction of them each path reaches."""
+    """The CPU backend's previous decode path ("before"; ``--before dependent``: the
+    fast path with thread-dependent kernels) against the fast one ("after"),
+    interleaved in one run; ratios after vs before; the machine's limits and the
+    fraction of them each path reaches."""
     import gc
 
     from unsee.plugins.model.convert import ensure_converted
@@ -428,11 +443,15 @@ def compare_cpu(args: argparse.Namespace) -> dict[str, Any]:
 
     folder = ensure_converted(args.model_cache)
     results: dict[str, Any] = {"backend": "cpu", "limits": machine_limits()}
+    before = getattr(args, "before", "legacy")
+    results["before_mode"] = before
     runtimes, load = {}, {}
-    for name, fast in (("before", False), ("after", True)):
+    for name, fast, invariant in (("before", before == "dependent", False if before == "dependent" else None),
+                                  ("after", True, True)):
         t0 = time.perf_counter()
-        runtimes[name] = TorchRuntime(folder, fast=fast)
+        runtimes[name] = TorchRuntime(folder, fast=fast, invariant=invariant)
         load[name] = time.perf_counter() - t0
+    results["numerics"] = {name: rt.numerics() for name, rt in runtimes.items()}
     results["load_s"] = load
     results["huge_pages"] = getattr(runtimes["after"]._shared, "huge_pages", (0.0, 0))
     results["costs"] = model_costs(runtimes["after"])
@@ -446,7 +465,7 @@ def compare_cpu(args: argparse.Namespace) -> dict[str, Any]:
         runs: dict[str, list[dict[str, Any]]] = {"after": [], "before": []}
         for _ in range(max(1, args.demo_reps)):
             runs["after"].append(bench_demo_forget("fast", args.model_cache))
-            runs["before"].append(bench_demo_forget("legacy", args.model_cache))
+            runs["before"].append(bench_demo_forget(before, args.model_cache))
             gc.collect()
         results["demo_runs"] = runs
         results["demo"] = {name: {**rs[0], "forget_wall_s": statistics.median(r["forget_wall_s"] for r in rs),
@@ -463,8 +482,14 @@ def compare_cpu(args: argparse.Namespace) -> dict[str, Any]:
         return results
 
     lim = results["limits"]
-    print("backend cpu: before = the previous decode path (UNSEE_CPU_DECODE=legacy), "
-          "after = the fast path (default)")
+    if before == "dependent":
+        print("backend cpu: before = the fast path with thread-dependent kernels (UNSEE_CPU_INVARIANT=0), "
+              "after = the fast path with thread-invariant kernels (default)")
+    else:
+        print("backend cpu: before = the previous decode path (UNSEE_CPU_DECODE=legacy), "
+              "after = the fast path (default)")
+    for name, text in results["numerics"].items():
+        print(f"numerics {name:6s}: {text}")
     print(f"machine (measured now): fp32 peak {lim['peak_flops'] / 1e9:.0f} GFLOP/s on {lim['cpus']:.0f} CPUs "
           f"({lim['peak_flops_1'] / 1e9:.0f} on one; 2048^3 matmul), memory read {lim['bandwidth'] / 1e9:.1f} GB/s "
           f"(1 GiB sum); the better of a measurement before and after the rest, other processes used "
@@ -521,7 +546,7 @@ def compare_cpu(args: argparse.Namespace) -> dict[str, Any]:
                   + ", ".join(str(r["passes_by_threads"]) for r in runs[name]))
         fast_med = statistics.median(r["forget_wall_s"] for r in runs["after"])
         legacy_med = statistics.median(r["forget_wall_s"] for r in runs["before"])
-        print(f"demo forget: the fast path takes {fast_med / legacy_med:.2f}x the previous path's time "
+        print(f"demo forget: 'after' takes {fast_med / legacy_med:.2f}x the time of 'before' "
               f"({legacy_med / fast_med:.2f}x faster)")
         keys = ("prefilled", "decoded", "reused", "turns_decoded", "tokens_sha256")
         all_runs = runs["after"] + runs["before"]
@@ -534,6 +559,10 @@ def compare_cpu(args: argparse.Namespace) -> dict[str, Any]:
               f"{'bit-identical' if same_logits else 'DIFFERENT'} across its runs "
               f"(sha256 {runs['after'][0]['logits_sha256'][:12]}); secret leaked: "
               f"{any(r['leaked'] for r in all_runs)}")
+        if len(runs["before"]) > 1 or before == "dependent":
+            hashes = [r["logits_sha256"][:12] for r in runs["before"]]
+            print(f"'before' logits sha256 per run: {', '.join(hashes)} "
+                  f"({'bit-identical' if len(set(hashes)) == 1 else 'DIFFERENT'} across its runs)")
     print(f"fast path, drafts on vs off: same tokens in {a['same_tokens'] * 100:.0f}% of the runs")
     _print_session(results)
     return results

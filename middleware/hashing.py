@@ -45,3 +45,13 @@ def short_id(prefix: str, *parts: str) -> str:
     """A deterministic artifact id: stable across processes for the same inputs."""
     h = hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:12]
     return f"{prefix}-{h}"
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """Hex SHA-256 of a file's bytes, read in 1 MiB chunks (a receipt records what an erased file
+    looked like after; a model's numerics fingerprint names the weights it loaded)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()

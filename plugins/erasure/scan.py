@@ -7,13 +7,13 @@ a free page or the WAL, so files are read raw and counted with
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from unsee.middleware.hashing import sha256_file  # noqa: F401 (the erasure's name for it)
 from unsee.plugins.erasure.forms import Form, FormCounter
 
 CHUNK = 1 << 20
@@ -138,10 +138,3 @@ def sqlite_files(db_path: str | os.PathLike) -> list[Path]:
     return [p for p in [db, *(Path(f"{db}{suffix}") for suffix in SQLITE_SIBLINGS)] if p.exists()]
 
 
-def sha256_file(path: str | os.PathLike) -> str:
-    """Hex SHA-256 of a file's bytes (a receipt records what an erased file looked like after)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()

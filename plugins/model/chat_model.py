@@ -205,6 +205,16 @@ class LocalChatModel(BaseChatModel):
             return conf["unsee_step"]
         return len(messages)
 
+    def numerics(self, session: str | None = None) -> str:
+        """The numerics fingerprint of the runtime that decodes (``session``'s,
+        else the model's): what its logits depend on besides the cache and the
+        tokens (backend and kernel mode, library versions, weights, CPU or GPU;
+        see :mod:`.numerics`). Every reply carries it in
+        ``response_metadata["unsee"]["numerics"]``; a replay whose fingerprint
+        differs from the recorded one may decode other tokens at a near-tie."""
+        rt = self._pool.peek(session) if session is not None else None
+        return _numerics_of(rt if rt is not None else self.runtime)
+
     def session_counters(self, session: str = DEFAULT_SESSION) -> dict[str, int]:
         """prefilled / decoded / reused / cropped tokens, cache length, evictions."""
         return self._pool.counters(session)
@@ -325,6 +335,7 @@ class LocalChatModel(BaseChatModel):
             "prefilled_tokens": prefilled,
             "decoded_tokens": len(result.tokens),
             "backend": getattr(self.runtime, "backend", None),
+            "numerics": _numerics_of(rt),
             "tool_choice": choice,
         }
         if decision is not None:
@@ -434,6 +445,14 @@ class LocalChatModel(BaseChatModel):
             while len(self._decisions) > _DECISION_MEMO:
                 self._decisions.popitem(last=False)
         return dict(out)
+
+
+def _numerics_of(runtime: Any) -> str:
+    """``runtime.numerics()``, or the backend's name for a runtime without one."""
+    numerics = getattr(runtime, "numerics", None)
+    if callable(numerics):
+        return str(numerics())
+    return f"backend={getattr(runtime, 'backend', 'unknown')}"
 
 
 def _content_free(message: BaseMessage) -> BaseMessage:

@@ -31,9 +31,31 @@ read, never their values (fp32 weights, fp32 arithmetic):
   and the weights on 2 MB pages (:func:`_use_huge_pages`): none of these
   changes a bit of the logits (``tests/model/test_cpu_threads.py``).
 
-Only the kernels' summation order differs from the previous path (logits
-within ~1e-4); greedy tokens were the same in every comparison made (see
-docs/model.md).
+*What the logits depend on.* A pass's bits are a function of the cache, the
+tokens, the pass's shape (how many tokens it runs: a speculative draft's rows
+differ from one-token passes' in the last bits) and of :meth:`TorchRuntime.numerics`
+(backend, kernel mode, torch/transformers, weights, the CPU's dispatch level
+and model) -- not of torch's thread count, and so not of the machine's load,
+which the governor follows. That took two changes (``KERNELS``
+``thread-invariant-1``; ``UNSEE_CPU_INVARIANT=0`` gives the previous calls):
+
+- attention (:func:`_attend`): the CPU flash kernel's result for a head
+  depended on which thread computed it whenever a head had fewer than 4
+  query rows (every one-token pass): each thread's scratch buffer sits at
+  another alignment and MKL's small products sum in another order there.
+  Every SDPA call now has at least 4 rows per head (a one-token pass stacks
+  the 3 query heads of a key/value head and pads a zero row);
+- elementwise ``exp``/``cos``/``sin`` (SiLU, the rotary embedding): ATen
+  splits a large op between threads at ``numel / threads``; where that is
+  not a multiple of 32 elements (5, 7, 15, 16 threads...) the elements there
+  take the scalar path, which rounds differently. They now run in blocks that
+  split at whole rows (:func:`_row_blocks`).
+
+The linear products (oneDNN, MKL for the LM head) split rows and columns
+between threads, never a sum: the same bits with 1 to 64 threads (measured).
+Against the previous path (``fast=False``) only the kernels' summation order
+differs (logits within ~1e-4); greedy tokens were the same in every
+comparison made (see docs/model.md).
 """
 
 from __future__ import annotations
@@ -133,9 +155,17 @@ class ThreadGovernor:
     before each pass (at most every :data:`GOVERNOR_WINDOW` seconds) the
     governor reads how much CPU the rest of the machine used since its last
     look (``/proc/stat`` busy time less this process's CPU time) and picks
-    ``high`` below :data:`OTHERS_LIMIT` cores, ``low`` above. A pass with
-    either count gives the same bits (the kernels split rows and columns
-    between threads, never a sum: ``tests/model/test_cpu_threads.py``).
+    ``high`` below :data:`OTHERS_LIMIT` cores, ``low`` above.
+
+    A pass gives the same bits with either count only with the fast path's
+    thread-invariant kernels (the default, :data:`KERNELS`; see the module
+    docstring): with torch's own SDPA for one query, 1 and 2 threads gave
+    different low bits on the 2-core VM, so a run recorded on an idle machine
+    and replayed next to a busy process could decode another token at a
+    near-tie. ``tests/model/test_cpu_threads.py`` checks 1 to 4 threads bit
+    for bit, and passes run while another process keeps a core busy. With
+    ``invariant=False`` (and on the legacy path, whose count is fixed) the
+    bits depend on the count, and :meth:`TorchRuntime.numerics` names it.
     """
 
     def __init__(self, high: int, low: int) -> None:
@@ -261,7 +291,7 @@ def _use_huge_pages(before: dict[int, tuple[int, int]]) -> tuple[float, int]:
 class _Shared:
     """Weights and tokenizer shared by a runtime and the ones it spawns."""
 
-    def __init__(self, folder: Path, threads: int | None, fast: bool = True) -> None:
+    def __init__(self, folder: Path, threads: int | None, fast: bool = True, invariant: bool = True) -> None:
         try:
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -284,6 +314,10 @@ class _Shared:
             self.model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
         self.model.eval()
         self.fast = bool(fast)
+        #: the fast path's kernels give the same bits for every thread count (see :func:`_attend`)
+        self.invariant = self.fast and bool(invariant)
+        #: :meth:`TorchRuntime.numerics` without the per-runtime parts, made once
+        self.numerics: dict[str, str] | None = None
         #: seconds spent moving the weights onto huge pages (:func:`_use_huge_pages`), MB moved
         self.huge_pages = (0.0, 0)
         if self.fast:
@@ -425,6 +459,88 @@ ATTENTION = "unsee_cpu_sdpa"
 #: queries per attention call when several tokens are appended to a cache
 ATTENTION_CHUNK = 64
 
+#: The fast path's kernel mode when its bits do not depend on the thread count
+#: (:func:`invariant_by_default`); part of :meth:`TorchRuntime.numerics`. Raise the
+#: number whenever a change to the fast path changes a bit of its logits.
+KERNELS = "thread-invariant-1"
+
+#: Fewest query rows an SDPA call gets per (batch, head): see :func:`_attend`.
+MIN_ATTENTION_ROWS = 4
+#: ATen's ``at::internal::GRAIN_SIZE``: an elementwise op over more elements is
+#: split between threads (:func:`_row_blocks`).
+GRAIN = 32768
+
+
+def invariant_by_default() -> bool:
+    """Thread-count-invariant kernels on the fast path unless ``$UNSEE_CPU_INVARIANT``
+    is ``0`` (which gives the previous, thread-dependent SDPA and activation calls,
+    kept for ``benchmarks/bench_model.py``)."""
+    return os.environ.get("UNSEE_CPU_INVARIANT", "1").strip() != "0"
+
+
+#: the kernel mode of the forward pass running on this thread (set by ``_forward_rows``)
+_PASS = threading.local()
+
+
+def _invariant() -> bool:
+    return getattr(_PASS, "invariant", True)
+
+
+def _attend(query: Any, key: Any, value: Any, scaling: float | None) -> Any:
+    """Causal attention of ``n`` queries appended after ``past`` cached positions
+    (``query`` (1, heads, n, dim); ``key``/``value`` (1, groups, past + n, dim));
+    the output as (1, n, heads, dim), contiguous. Its bits do not depend on
+    torch's thread count.
+
+    Why: the CPU flash kernel gives each thread a scratch buffer of
+    ``rows x (keys of a block + 2 + dim)`` floats, one after the other, and hands
+    the (batch, head) items out between the threads; with fewer than 4 query rows
+    per head, MKL's product over a scratch row that is not 16-byte aligned sums
+    in another order. Thread 0's buffer is always aligned, the others' are
+    wherever the size puts them: a head computed by another thread came out
+    different in the last bits (a one-token pass: 1 query row per head; on this
+    VM, 1 vs 2 threads differed for most cache lengths). With 4 or more rows
+    per head no thread count changed a bit (``tests/model/test_cpu_threads.py``
+    sweeps rows, cache lengths and thread counts). So:
+
+    - one query: the query heads that share a key/value head are stacked as
+      rows (as :func:`_appended_attention` does), padded with zero rows to
+      :data:`MIN_ATTENTION_ROWS`; the padding rows' outputs are dropped;
+    - a prompt on an empty cache of at least :data:`MIN_ATTENTION_ROWS` tokens:
+      transformers' own call (causal flash attention, the same bits as before);
+    - otherwise (tokens after cached ones, a 2- or 3-token prompt): stacked
+      rows in chunks with additive masks (:func:`_chunk_masks`, never a chunk
+      of one query), padded where a chunk still has too few rows.
+    """
+    import torch
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    _, heads, n, dim = query.shape
+    groups = key.shape[1]
+    rep = heads // groups
+    past = key.shape[2] - n
+    if n == 1:
+        q = query.reshape(1, groups, rep, dim)
+        if rep < MIN_ATTENTION_ROWS:
+            q = torch.cat((q, q.new_zeros(1, groups, MIN_ATTENTION_ROWS - rep, dim)), dim=2)
+        out = sdpa(q, key, value, scale=scaling)
+        return out[:, :, :rep].reshape(1, 1, heads, dim)
+    if past == 0 and n >= MIN_ATTENTION_ROWS:
+        out = sdpa(query, key, value, is_causal=True, scale=scaling, enable_gqa=rep > 1)
+        return out.transpose(1, 2).contiguous()
+    outs = []
+    for s, e, mask in _chunk_masks(past, n, rep):
+        rows = rep * (e - s)
+        q = query[:, :, s:e].reshape(1, groups, rows, dim)
+        if rows < MIN_ATTENTION_ROWS:
+            pad = MIN_ATTENTION_ROWS - rows
+            q = torch.cat((q, q.new_zeros(1, groups, pad, dim)), dim=2)
+            mask = torch.cat((mask, mask.new_zeros(1, 1, pad, mask.shape[-1])), dim=2)
+        out = sdpa(q, key[:, :, :past + e], value[:, :, :past + e], attn_mask=mask, scale=scaling)
+        outs.append(out[:, :, :rows].reshape(1, heads, e - s, dim))
+    out = outs[0] if len(outs) == 1 else torch.cat(outs, dim=2)
+    return out.transpose(1, 2).contiguous()
+
 
 def _appended_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any,
                         dropout: float = 0.0, scaling: float | None = None, **kwargs: Any) -> tuple[Any, None]:
@@ -432,29 +548,38 @@ def _appended_attention(module: Any, query: Any, key: Any, value: Any, attention
 
     With this name transformers builds no mask (it is not in its mask
     interface): the runtime never pads and runs batches of one sequence, so
-    the mask is always causal and made here. One query, or a prompt on an
-    empty cache, goes to transformers' own ``sdpa_attention_forward`` exactly
-    as before. Several tokens appended to a cache (a speculative draft, a
-    prompt after a reused prefix) were the slow case there: an explicit mask
-    over all keys and every key/value head repeated for its query heads
-    (``repeat_kv``). Here the query heads sharing a key/value head are stacked
-    as rows (no key/value copy, as transformers does for one query) and the
-    queries run in chunks of :data:`ATTENTION_CHUNK` against only the keys they
-    can see (about half the work of a long prompt).
+    the mask is always causal and made here. With the thread-invariant kernels
+    (the default) every call goes to :func:`_attend`, except a prompt of
+    :data:`MIN_ATTENTION_ROWS` or more tokens on an empty cache, which goes to
+    transformers' own ``sdpa_attention_forward`` exactly as before. Several
+    tokens appended to a cache (a speculative draft, a prompt after a reused
+    prefix) were the slow case there: an explicit mask over all keys and every
+    key/value head repeated for its query heads (``repeat_kv``). Here the query
+    heads sharing a key/value head are stacked as rows (no key/value copy, as
+    transformers does for one query) and the queries run in chunks of
+    :data:`ATTENTION_CHUNK` against only the keys they can see (about half the
+    work of a long prompt).
     """
     import torch
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     b, heads, q, dim = query.shape
     kv = key.shape[2]
-    if attention_mask is not None or b != 1 or q == 1 or q >= kv:
+    if attention_mask is not None or b != 1 or dropout:
+        return sdpa_attention_forward(module, query, key, value, attention_mask,
+                                      dropout=dropout, scaling=scaling, **kwargs)
+    if _invariant():
+        if q >= kv and q >= MIN_ATTENTION_ROWS:
+            return sdpa_attention_forward(module, query, key, value, None, dropout=0.0, scaling=scaling, **kwargs)
+        return _attend(query, key, value, scaling), None
+    if q == 1 or q >= kv:  # the previous, thread-dependent calls (UNSEE_CPU_INVARIANT=0)
         return sdpa_attention_forward(module, query, key, value, attention_mask,
                                       dropout=dropout, scaling=scaling, **kwargs)
     groups = key.shape[1]
     rep = heads // groups
     past = kv - q
     outs = []
-    for s, e, mask in _chunk_masks(past, q, rep):
+    for s, e, mask in _chunk_masks(past, q, rep, merge=False):
         n = e - s
         out = torch.nn.functional.scaled_dot_product_attention(
             query[:, :, s:e].reshape(1, groups, rep * n, dim),
@@ -470,24 +595,30 @@ def _appended_attention(module: Any, query: Any, key: Any, value: Any, attention
 
 
 #: the masks of the last (past, queries, heads per key/value head): every layer of a pass uses the same
-_MASKS: tuple[tuple[int, int, int], list[tuple[int, int, Any]]] | None = None
+_MASKS: tuple[tuple[int, int, int, bool], list[tuple[int, int, Any]]] | None = None
 
 
-def _chunk_masks(past: int, q: int, rep: int) -> list[tuple[int, int, Any]]:
+def _chunk_masks(past: int, q: int, rep: int, merge: bool = True) -> list[tuple[int, int, Any]]:
     """(start, end, mask) of each chunk of :data:`ATTENTION_CHUNK` queries appended
     after ``past`` cached positions; built once per forward pass, not once per layer.
+    A last chunk of one query joins the one before it (one query is too few rows
+    for a thread-invariant SDPA: :func:`_attend`; ``merge=False``: the previous,
+    thread-dependent chunks).
     The masks are additive (0 where a query sees the key, -inf where not): SDPA
     turns a bool mask into exactly that on every call (~7 % of a long prefill)."""
     global _MASKS
     import torch
 
-    key = (past, q, rep)
+    key = (past, q, rep, merge)
     cached = _MASKS
     if cached is not None and cached[0] == key:
         return cached[1]
+    starts = list(range(0, q, ATTENTION_CHUNK))
+    if merge and len(starts) > 1 and q - starts[-1] < 2:
+        starts.pop()
     chunks = []
-    for s in range(0, q, ATTENTION_CHUNK):
-        e = min(q, s + ATTENTION_CHUNK)
+    for i, s in enumerate(starts):
+        e = starts[i + 1] if i + 1 < len(starts) else q
         n = e - s
         hidden = torch.arange(past + e) > (past + s + torch.arange(n)).unsqueeze(1)  # (n, past + e)
         # additive, as SDPA makes a bool mask on every call (where(mask, 0, -inf)): the same values
@@ -495,6 +626,84 @@ def _chunk_masks(past: int, q: int, rep: int) -> list[tuple[int, int, Any]]:
         chunks.append((s, e, mask.view(1, 1, rep * n, past + e)))
     _MASKS = (key, chunks)
     return chunks
+
+
+def _row_blocks(rows: int, width: int, threads: int) -> list[tuple[int, int]]:
+    """Row ranges to run an elementwise op over a (rows, width) tensor in, so that
+    ATen splits each call between threads only at whole rows.
+
+    ATen runs an op over more than :data:`GRAIN` elements on ``t = min(threads,
+    ceil(numel / GRAIN))`` threads, each taking ``ceil(numel / t)`` consecutive
+    elements. Its vectorised kernels do the elements in groups of 32 from the
+    start of a thread's range and a shorter tail one by one, and for ``exp``,
+    ``cos`` and ``sin`` (SiLU, the rotary embedding) a group and the scalar
+    tail can round differently: where a range starts mid-row at a point that is
+    not a multiple of 32 (numel / t for a ``t`` not dividing it evenly: 5, 7,
+    15, 16 threads), some elements change bits with the thread count. Ranges
+    whose row count is a multiple of ``t`` (and whose size makes ATen take
+    exactly ``t`` threads) split at whole rows; a rest that fits in
+    :data:`GRAIN` runs on one thread. Each row is then computed as with one
+    thread: the same bits for every thread count."""
+    out: list[tuple[int, int]] = []
+    s = 0
+    per = max(1, GRAIN // max(1, width))
+    while s < rows:
+        r = rows - s
+        if threads <= 1 or r * width <= GRAIN:
+            out.append((s, rows))
+            break
+        for t in range(min(threads, -(-r * width // GRAIN)), 1, -1):
+            # ATen takes exactly t threads for (t - 1) * GRAIN < numel <= t * GRAIN (any larger numel
+            # when t is every thread); within that, the largest row count divisible by t
+            cap = r if t == threads else min(r, t * GRAIN // width)
+            n = (cap // t) * t
+            if n and n * width > (t - 1) * GRAIN:
+                out.append((s, s + n))
+                s += n
+                break
+        else:
+            out.append((s, s + min(r, per)))
+            s += min(r, per)
+    return out
+
+
+def _silu_mul(act: Any, silu: bool, gu: Any, g: int) -> Any:
+    """``act(gu[..., :g]) * gu[..., g:]`` (the MLP's gated activation) on (1, n, 2g);
+    with the thread-invariant kernels and an ``act`` that is SiLU (``silu``) the
+    activation runs in :func:`_row_blocks` (the same bits for every thread
+    count; the product is exact in any split)."""
+    import torch
+
+    n = gu.shape[1]
+    if not silu or not _invariant() or n * g <= GRAIN:
+        return act(gu[..., :g]).mul_(gu[..., g:])
+    out = torch.empty(gu.shape[0], n, g, dtype=gu.dtype)
+    for s, e in _row_blocks(n, g, torch.get_num_threads()):
+        torch.ops.aten.silu.out(gu[:, s:e, :g], out=out[:, s:e])
+    return out.mul_(gu[..., g:])
+
+
+def _is_silu(module: Any) -> bool:
+    """Whether an activation module computes ``F.silu`` (transformers' ``SiLUActivation``, torch's ``SiLU``)."""
+    return type(module).__name__ in ("SiLUActivation", "SiLU")
+
+
+def _rotary(rotary_emb: Any, x: Any, past: int, n: int) -> tuple[Any, Any]:
+    """``rotary_emb(x, position_ids)`` for positions ``past .. past + n - 1``; with
+    the thread-invariant kernels in blocks of at most :data:`GRAIN` values, each
+    run on one thread (``cos``/``sin`` round alike for every thread count; the
+    rest of the computation is one product per value)."""
+    import torch
+
+    positions = (torch.arange(n) + past).unsqueeze(0)
+    inv_freq = getattr(rotary_emb, "inv_freq", None)
+    dim = 2 * int(inv_freq.shape[-1]) if inv_freq is not None else 0
+    if (not _invariant() or not dim or n * dim <= GRAIN
+            or getattr(rotary_emb, "rope_type", "default") != "default"):
+        return rotary_emb(x, position_ids=positions)
+    step = max(1, GRAIN // dim)
+    parts = [rotary_emb(x, position_ids=positions[:, s:s + step]) for s in range(0, n, step)]
+    return torch.cat([c for c, _ in parts], dim=1), torch.cat([s for _, s in parts], dim=1)
 
 
 def _use_appended_attention(model: Any) -> None:
@@ -603,8 +812,7 @@ def _fast_forward(model: Any, ids: Any, cache: Any, n_rows: int) -> Any:
     inner = model.model
     n = ids.shape[1]
     x = inner.embed_tokens(ids)
-    position_ids = (torch.arange(n) + cache.get_seq_length()).unsqueeze(0)
-    cos, sin = inner.rotary_emb(x, position_ids=position_ids)
+    cos, sin = _rotary(inner.rotary_emb, x, cache.get_seq_length(), n)
     for i, layer in enumerate(inner.layers[: model.config.num_hidden_layers]):
         attn, mlp = layer.self_attn, layer.mlp
         residual = x
@@ -625,7 +833,7 @@ def _fast_forward(model: Any, ids: Any, cache: Any, n_rows: int) -> Any:
         if hasattr(mlp, "gate_up_proj"):
             gu = mlp.gate_up_proj(h)
             g = mlp.gate_proj.hi
-            x = residual + mlp.down_proj(mlp.act_fn(gu[..., :g]) * gu[..., g:])
+            x = residual + mlp.down_proj(_silu_mul(mlp.act_fn, _is_silu(mlp.act_fn), gu, g))
         else:
             x = residual + mlp.down_proj(mlp.act_fn(mlp.gate_proj(h)) * mlp.up_proj(h))
     x = inner.norm(x)
@@ -636,7 +844,7 @@ class _LeanLayer:
     """What :func:`_lean_forward` needs of one decoder layer, looked up once."""
 
     __slots__ = ("norm1", "eps1", "qkv", "q_end", "k_end", "o", "norm2", "eps2", "gate_up", "g", "down",
-                 "act", "idx", "scaling", "groups")
+                 "act", "silu", "idx", "scaling", "groups")
 
     def __init__(self, layer: Any) -> None:
         attn, mlp = layer.self_attn, layer.mlp
@@ -645,6 +853,7 @@ class _LeanLayer:
         self.qkv, self.q_end, self.k_end = attn.qkv_proj, attn.q_proj.hi, attn.k_proj.hi
         self.o, self.gate_up, self.g, self.down = attn.o_proj, mlp.gate_up_proj, mlp.gate_proj.hi, mlp.down_proj
         self.act = mlp.act_fn.forward
+        self.silu = _is_silu(mlp.act_fn)
         self.idx, self.scaling = attn.layer_idx, attn.scaling
         self.groups = getattr(attn, "num_key_value_groups", 1)
 
@@ -695,9 +904,12 @@ def _lean_forward(model: Any, plan: list[_LeanLayer], ids: Any, cache: Any, n_ro
     """:func:`_fast_forward` with fewer torch calls: each layer's operations on
     the same values in the same order (the same bits), without module calls,
     with the query and key rotated in one go, intermediate results updated in
-    place, and SDPA called directly as transformers' ``sdpa_attention_forward``
-    calls it (one query, or a prompt on an empty cache) or as
-    :func:`_appended_attention` does (several queries after cached ones).
+    place, and the attention called as :func:`_appended_attention` calls it
+    (:func:`_attend`: SDPA whose bits do not depend on the thread count; a
+    prompt of 4 or more tokens on an empty cache as transformers'
+    ``sdpa_attention_forward`` calls it). The rotary embedding and the MLP's
+    activation run in blocks that ATen splits between threads at whole rows
+    (:func:`_rotary`, :func:`_silu_mul`).
 
     Rotary: transformers computes ``q * cos + cat(-q2, q1) * sin`` per head; here
     ``qk * cos + cat(qk2, qk1) * cat(-sin1, sin2)`` over the query and key heads
@@ -709,12 +921,13 @@ def _lean_forward(model: Any, plan: list[_LeanLayer], ids: Any, cache: Any, n_ro
     n = ids.shape[1]
     past = cache.get_seq_length()
     x = inner.embed_tokens(ids)
-    cos, sin = inner.rotary_emb(x, position_ids=(torch.arange(n) + past).unsqueeze(0))
+    cos, sin = _rotary(inner.rotary_emb, x, past, n)
     half = cos.shape[-1] // 2
     cos = cos.unsqueeze(2)  # (1, n, 1, head_dim): over the heads of (1, n, heads, head_dim)
     sin = torch.cat((-sin[..., :half], sin[..., half:]), dim=-1).unsqueeze(2)
     layers = cache.layers
-    masks = _chunk_masks(past, n, plan[0].groups) if 1 < n and past > 0 else None
+    invariant = _invariant()
+    masks = _chunk_masks(past, n, plan[0].groups, merge=False) if 1 < n and past > 0 and not invariant else None
     for lay in plan:
         h = _rms_norm(x, lay.norm1, lay.eps1)
         qkv = lay.qkv.forward(h)
@@ -727,7 +940,9 @@ def _lean_forward(model: Any, plan: list[_LeanLayer], ids: Any, cache: Any, n_ro
         k = qk[:, :, heads:].transpose(1, 2)
         v = qkv[..., lay.k_end:].view(1, n, -1, dim).transpose(1, 2)
         k, v = layers[lay.idx].update(k, v)
-        if masks is None:  # one query, or a prompt on an empty cache: transformers' call
+        if invariant:
+            out = _attend(q, k, v, lay.scaling)
+        elif masks is None:  # one query, or a prompt on an empty cache: transformers' call
             out = sdpa(q, k, v, attn_mask=None, dropout_p=0.0, scale=lay.scaling, is_causal=n > 1,
                        enable_gqa=lay.groups > 1)
             out = out.reshape(1, -1, n, dim).transpose(1, 2).contiguous()
@@ -736,8 +951,7 @@ def _lean_forward(model: Any, plan: list[_LeanLayer], ids: Any, cache: Any, n_ro
         x = lay.o.forward(out.reshape(1, n, -1)).add_(x)
         h = _rms_norm(x, lay.norm2, lay.eps2)
         gu = lay.gate_up.forward(h)
-        act = lay.act(gu[..., : lay.g]).mul_(gu[..., lay.g:])
-        x = lay.down.forward(act).add_(x)
+        x = lay.down.forward(_silu_mul(lay.act, lay.silu, gu, lay.g)).add_(x)
     x = _rms_norm(x, inner.norm.weight, inner.norm.variance_epsilon)
     return model.lm_head.forward(x if n_rows == 0 else x[:, -n_rows:, :])
 
@@ -748,20 +962,26 @@ class TorchRuntime(SharedWeightsRuntime):
     ``fast`` (default: :func:`fast_by_default`) selects the fast decode path
     (see the module docstring); ``fast=False`` is the previous one
     (``nn.Linear``, a concatenating ``DynamicCache``, no speculative
-    decoding), kept for comparison (``benchmarks/bench_model.py``). The mode
-    belongs to the loaded weights: spawned runtimes share it.
+    decoding), kept for comparison (``benchmarks/bench_model.py``).
+    ``invariant`` (default: :func:`invariant_by_default`) gives the fast path
+    kernels whose bits do not depend on torch's thread count (and so not on
+    the machine's load, which the governor follows); ``invariant=False`` is
+    the previous, thread-dependent attention and activation calls, kept for
+    comparison. The modes belong to the loaded weights: spawned runtimes
+    share them. :meth:`numerics` says what the logits depend on.
     """
 
     backend = "cpu"
 
     def __init__(
         self, folder: Path | str | None = None, *, threads: int | None = None,
-        fast: bool | None = None, _shared: _Shared | None = None,
+        fast: bool | None = None, invariant: bool | None = None, _shared: _Shared | None = None,
     ) -> None:
         if _shared is None:
             if folder is None:
                 raise ValueError("TorchRuntime needs a model folder")
-            _shared = _Shared(Path(folder), threads, fast_by_default() if fast is None else fast)
+            _shared = _Shared(Path(folder), threads, fast_by_default() if fast is None else fast,
+                              invariant_by_default() if invariant is None else invariant)
         super().__init__(_shared)
         #: speculative decoding on the fast path (set 0 on a runtime to turn it off)
         self.draft_max = DRAFT_MAX if self.fast else 0
@@ -771,8 +991,47 @@ class TorchRuntime(SharedWeightsRuntime):
         return bool(getattr(self._shared, "fast", False))
 
     @property
+    def invariant(self) -> bool:
+        """Whether a pass gives the same bits with every thread count (the fast path's default)."""
+        return bool(getattr(self._shared, "invariant", False))
+
+    @property
     def model(self) -> Any:
         return self._shared.model
+
+    def numerics_info(self) -> dict[str, str]:
+        """What this runtime's logits depend on (see :mod:`.numerics`): the backend
+        and its path, the kernel mode (with the thread count only where the bits
+        depend on it: the legacy path, ``invariant=False``), torch and
+        transformers, the weights, the CPU's dispatch level and model, and
+        settings that change the CPU libraries' arithmetic (:meth:`numerics`
+        adds the draft length). Made once per loaded model; stable across
+        processes on the same machine and packages."""
+        from . import numerics
+
+        shared = self._shared
+        with self.lock:
+            if getattr(shared, "numerics", None) is None:
+                import torch
+
+                gov = shared.governor
+                if not shared.fast:
+                    kernels, threads = "transformers", str(gov.high)
+                elif shared.invariant:
+                    kernels, threads = KERNELS, ""
+                else:
+                    kernels = "thread-dependent"
+                    threads = str(gov.high) if gov.high == gov.low else f"{gov.high} or {gov.low} by load"
+                info = {"backend": self.backend, "path": "fast" if shared.fast else "legacy", "kernels": kernels}
+                if threads:
+                    info["threads"] = threads
+                info.update(numerics.versions("torch", "transformers"))
+                info["weights"] = numerics.weights_digest(shared.folder)
+                info["isa"] = numerics.cpu_capability(torch)
+                info["cpu"] = numerics.cpu_model()
+                info.update(numerics.cpu_math_settings(torch))
+                shared.numerics = info
+            return dict(shared.numerics)
 
     @property
     def vocab_size(self) -> int:
@@ -808,17 +1067,21 @@ class TorchRuntime(SharedWeightsRuntime):
             self._shared.governor.apply()
             ids = torch.tensor([tokens], dtype=torch.long)
             model = self.model
-            if self.fast and model.config._attn_implementation == ATTENTION:
-                plan = _lean_plan(model) if LEAN else None
-                if plan is not None:  # a new tensor, kept by nothing else: no copy needed
-                    return _lean_forward(model, plan, ids, self._cache, n_rows)[0]
+            was, _PASS.invariant = _invariant(), self.invariant
+            try:
+                if self.fast and model.config._attn_implementation == ATTENTION:
+                    plan = _lean_plan(model) if LEAN else None
+                    if plan is not None:  # a new tensor, kept by nothing else: no copy needed
+                        return _lean_forward(model, plan, ids, self._cache, n_rows)[0]
+                    else:
+                        logits = _fast_forward(model, ids, self._cache, n_rows)
                 else:
-                    logits = _fast_forward(model, ids, self._cache, n_rows)
-            else:
-                out = model(input_ids=ids, past_key_values=self._cache, use_cache=True,
-                            logits_to_keep=n_rows)
-                self._cache = out.past_key_values
-                logits = out.logits
+                    out = model(input_ids=ids, past_key_values=self._cache, use_cache=True,
+                                logits_to_keep=n_rows)
+                    self._cache = out.past_key_values
+                    logits = out.logits
+            finally:
+                _PASS.invariant = was
             return logits[0].float().clone()
 
     def _drop_cache_tail(self, n_tokens: int) -> None:
@@ -847,4 +1110,4 @@ class TorchRuntime(SharedWeightsRuntime):
             self._cache.crop(n_tokens - self._cache.get_seq_length())
 
 
-__all__ = ["TorchRuntime", "default_threads"]
+__all__ = ["KERNELS", "TorchRuntime", "default_threads", "invariant_by_default"]

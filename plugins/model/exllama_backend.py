@@ -50,6 +50,16 @@ def causal_attention(config: Any, attn: Any = None) -> str:
     return "matmul"
 
 
+def gpu_name(torch: Any, index: int = 0) -> str:
+    """The GPU's name and compute capability (``NVIDIA H200 sm_90``): the CUDA
+    kernels exllamav2 and cuBLAS run, and so the order of their sums, depend on them."""
+    try:
+        major, minor = torch.cuda.get_device_capability(index)
+        return f"{torch.cuda.get_device_name(index)} sm_{major}{minor}"
+    except Exception:  # no CUDA here (the fingerprint is still made, from what is known)
+        return "unknown"
+
+
 class _Shared:
     def __init__(self, folder: Path, max_seq_len: int | None) -> None:
         try:
@@ -83,6 +93,10 @@ class _Shared:
         self.model.load()
         self.tokenizer = AutoTokenizer.from_pretrained(str(folder))
         self.folder = folder
+        #: what the numerics fingerprint names of the GPU and its toolkit (:meth:`ExLlamaRuntime.numerics_info`)
+        self.device = gpu_name(torch)
+        self.cuda = str(getattr(torch.version, "cuda", None) or "none")
+        self.numerics: dict[str, str] | None = None
         self.max_context = int(config.max_seq_len)
         self.lock = threading.RLock()
         self.load_seconds = time.perf_counter() - t0
@@ -107,6 +121,39 @@ class ExLlamaRuntime(SharedWeightsRuntime):
     @property
     def vocab_size(self) -> int:
         return int(getattr(self._shared.config, "vocab_size", None) or len(self.tokenizer))
+
+    def numerics_info(self) -> dict[str, str]:
+        """What this runtime's logits depend on (see :mod:`.numerics`): the backend,
+        its attention path (:func:`causal_attention`), fp16, the longest chunk a
+        prefill is split into (``max_input_len``), exllamav2, torch and CUDA
+        versions, the GPU (name and compute capability), the weights, and
+        cuBLAS's reduced-precision setting where it is not the default. Made
+        without running the model (read from what the load recorded); made once
+        per loaded model."""
+        from . import numerics
+
+        shared = self._shared
+        made = getattr(shared, "numerics", None)
+        if made is not None:
+            return dict(made)
+        info = {"backend": self.backend, "attention": str(getattr(shared, "attention", "unknown")),
+                "dtype": "fp16"}
+        chunk = getattr(getattr(shared, "config", None), "max_input_len", None)
+        if chunk:
+            info["chunk"] = str(int(chunk))
+        info.update(numerics.versions("exllamav2", "torch"))
+        info["cuda"] = str(getattr(shared, "cuda", "unknown"))
+        info["device"] = str(getattr(shared, "device", "unknown"))
+        info["weights"] = numerics.weights_digest(getattr(shared, "folder", None))
+        try:
+            import torch
+
+            if not torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction:
+                info["fp16_reduction"] = "full"
+        except Exception:  # pragma: no cover - torch without the setting
+            pass
+        shared.numerics = info
+        return dict(info)
 
     def _ensure_cache(self) -> Any:
         if self._cache is None:

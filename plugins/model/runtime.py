@@ -553,6 +553,27 @@ class LocalRuntime(abc.ABC):
     def spawn(self) -> "LocalRuntime":
         """A sibling runtime sharing weights and tokenizer with an empty cache."""
 
+    # -- numerics ------------------------------------------------------------
+    def numerics_info(self) -> dict[str, str]:
+        """What this runtime's logits depend on besides the cache and the tokens,
+        as ordered ``name -> value`` pairs (backends name their kernels, library
+        versions, weights and processor; this default names only the backend)."""
+        return {"backend": self.backend, "runtime": type(self).__name__}
+
+    def numerics(self) -> str:
+        """The numerics fingerprint: :meth:`numerics_info` plus the speculative
+        draft length (a row's bits depend on how many rows its pass has), as one
+        ``key=value;...`` string (:func:`.numerics.fingerprint`). Equal across
+        processes on the same machine and packages; two runs with equal
+        fingerprints compute the same logits bits from the same cache and
+        tokens, and a replay whose fingerprint differs from the recorded one may
+        decode other tokens at a near-tie."""
+        from .numerics import fingerprint
+
+        info = dict(self.numerics_info())
+        info.setdefault("drafts", str(int(self.draft_max)))
+        return fingerprint(info)
+
     # -- backend hooks -------------------------------------------------------
     @abc.abstractmethod
     def _forward(self, tokens: list[int], want_logits: bool) -> Any:

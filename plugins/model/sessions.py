@@ -54,6 +54,12 @@ class SessionPool:
         """The runtime (cache) of ``session``, created empty on first use."""
         return self._state(session).runtime
 
+    def peek(self, session: str) -> LocalRuntime | None:
+        """The runtime of ``session`` if it has one (no session made, the LRU order unchanged)."""
+        with self._lock:
+            state = self._sessions.get(session)
+            return None if state is None else state.runtime
+
     @contextlib.contextmanager
     def use(self, session: str) -> Iterator[LocalRuntime]:
         """Hold ``session`` exclusively for one call; enforce the budget after."""

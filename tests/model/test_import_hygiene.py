@@ -17,7 +17,7 @@ ABSENT = ("langchain", "langchain_core", "langgraph", "opentelemetry", "pydantic
           "psycopg", "typer", "rich")
 #: what a GPU check imports (prompting, chat_model and routing are the LangChain adapters: not these)
 RUNTIME = ("exllama_backend", "cpu_backend", "loader", "runtime", "sampling", "sampling_params", "decoding",
-           "sessions", "convert", "errors", "smoke")
+           "sessions", "convert", "errors", "smoke", "numerics")
 
 CHILD = """
 import importlib.abc, sys
