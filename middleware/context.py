@@ -23,6 +23,19 @@ def current_session() -> tuple[str, str | None]:
     return str(sid), cmap.get("") or conf.get("checkpoint_id")
 
 
+def enclosing_graph() -> str | None:
+    """The checkpoint namespace of the graph the current run is nested in, None for a run of
+    the graph that owns the thread.
+
+    A node of the thread's own graph runs in a one-segment namespace (``model:<task>``); a
+    graph run inside another one on the same thread (a subgraph, a supervisor's worker, a
+    swarm agent, a subagent a tool invokes) adds its parent's segments before it
+    (``worker_a:<task>|model:<task>``). Its records belong to the same session, but its
+    state is a part of the outer graph's, which owns the thread's checkpointer."""
+    ns = str(configurable().get("checkpoint_ns") or "")
+    return ns.rsplit("|", 1)[0] if "|" in ns else None
+
+
 def logical_session() -> str:
     """The session a model cache, sampler seed, sandbox or call ledger belongs to.
 

@@ -1,9 +1,11 @@
-"""Find the compiled agent a middleware instance belongs to.
+"""Find the compiled agent a middleware instance belongs to, and the graph that owns its thread.
 
 ``u.forget`` must replay through the agent that recorded the session without
 the user handing it over. On the sync path the running ``Pregel`` is on the
 call stack; on the async path it is not, so we look for the compiled graphs
 whose node runnables are bound to this middleware (once per middleware).
+``find_thread_graph`` prefers the outermost graph on the stack that has a
+checkpointer: the one that owns the thread when this agent runs nested in it.
 """
 
 from __future__ import annotations
@@ -29,6 +31,32 @@ def _owns(graph: Any, middleware: Any) -> bool:
             if getattr(fn, "__self__", None) is middleware:
                 return True
     return False
+
+
+def _has_saver(graph: Any) -> bool:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+    return isinstance(getattr(graph, "checkpointer", None), BaseCheckpointSaver)
+
+
+def find_thread_graph(middleware: Any) -> Any | None:
+    """The graph that owns the running thread's checkpointer: the outermost graph on the call
+    stack compiled with a checkpointer of its own (a supervisor, a swarm, an outer agent whose
+    tool runs this one), else the graph this middleware belongs to (``find_agent``).
+
+    A graph run inside another one on the same thread (a worker, a subagent) has no
+    checkpointer: its state is a part of the outer graph's, which a forget replays and an
+    erasure reads. On the async path the stack does not hold the outer graph: the middleware's
+    own graph is returned, and a forget refuses it until given the outer one."""
+    types = _pregel_types()
+    outer = None
+    frame = sys._getframe(1)
+    while frame is not None:
+        candidate = frame.f_locals.get("self")
+        if isinstance(candidate, types) and _has_saver(candidate):
+            outer = candidate  # (walking outwards: the last one found is the outermost)
+        frame = frame.f_back
+    return outer if outer is not None else find_agent(middleware)
 
 
 def find_agent(middleware: Any) -> Any | None:

@@ -21,8 +21,8 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from opentelemetry import trace
 
 from . import semconv as sc
-from .context import configurable, current_session
-from .discovery import find_agent
+from .context import configurable, current_session, enclosing_graph
+from .discovery import find_agent, find_thread_graph
 from .fork_memory import replaying
 from .hashing import short_id
 from .interception import acompose, compose
@@ -127,8 +127,8 @@ class UnseeMiddleware(AgentMiddleware):
                     st.watched = False
                     rec.mark_running(sid, False)  # its count (the session's lease is this run's now)
                 st.turn += 1
-                if sid not in rec.agents:
-                    agent = find_agent(self)
+                if sid not in rec.agents:  # (a run nested in another graph: that graph owns the thread)
+                    agent = find_thread_graph(self) if enclosing_graph() is not None else find_agent(self)
                     if agent is not None:
                         rec.learn_agent(sid, agent)
                 agent_name = agent_name_of(rec.agents.get(sid))
@@ -232,7 +232,7 @@ class UnseeMiddleware(AgentMiddleware):
         text = text_of(m)
         if type_ is ArtifactType.USER_INPUT:
             a = rec.record(st, type_, aid, text, source_ids=("user",), step=st.next_step(),
-                           attrs={"message_id": m.id})
+                           attrs=_run_facts({"message_id": m.id}))
             rec.emit_later(st, "user_input", a)
         elif type_ is ArtifactType.SUMMARY:
             return self._record_compaction(st, m, aid, current)
@@ -397,7 +397,7 @@ class UnseeMiddleware(AgentMiddleware):
                 # the full manifest is on the unsee.artifact.parents attribute.
                 rec.link_later(st, span, st.new_in(manifest))
             return {"sid": sid, "st": st, "scope": scope, "span": span, "manifest": manifest, "live": live,
-                    "model_name": model_name}
+                    "model_name": model_name, "resumed": _resumed(st)}
         except Exception as exc:
             self.recorder.fail(sid, exc)
             return None
@@ -430,7 +430,9 @@ class UnseeMiddleware(AgentMiddleware):
                     record += "\n[" + ", ".join(call_json) + "]"
                 if invalid:  # what the model wrote is in the turn, even when it is not a valid call
                     record += "\n" + record_json([{"name": c.get("name"), "args": c.get("args")} for c in invalid])
-                attrs = {"message_id": ai.id, "tool_calls": len(calls)}
+                attrs = _run_facts({"message_id": ai.id, "tool_calls": len(calls)}, call["resumed"])
+                if meta.get("numerics"):  # what the local model's logits depend on (a replay compares it)
+                    attrs["numerics"] = str(meta["numerics"])
                 if invalid:
                     attrs["invalid_tool_calls"] = len(invalid)
                 distinct = st.set_manifest(manifest)  # (the next call links what is new since)
@@ -509,7 +511,7 @@ class UnseeMiddleware(AgentMiddleware):
                 span = rec.open_span(st, f"{sc.OP_EXECUTE_TOOL} {name}", attributes=attrs)
                 rec.link_later(st, span, [cid])
             return {"sid": sid, "st": st, "cid": cid, "name": name, "step": step, "effect": effect,
-                    "span": span, "call_id": tc.get("id")}
+                    "span": span, "call_id": tc.get("id"), "resumed": _resumed(st)}
         except Exception as exc:
             self.recorder.fail(sid, exc)
             return None
@@ -524,9 +526,9 @@ class UnseeMiddleware(AgentMiddleware):
                 a = rec.record(
                     st, ArtifactType.TOOL_RETURN, aid, text, parents=(call["cid"],),
                     source_ids=(f"tool:{call['name']}",), step=call["step"],
-                    attrs={"tool": call["name"], "call_id": call["call_id"], "effect": call["effect"],
-                           "status": getattr(msg, "status", "success") if msg is not None else "command",
-                           "executed": was_executed(msg)},
+                    attrs=_run_facts({"tool": call["name"], "call_id": call["call_id"], "effect": call["effect"],
+                                      "status": getattr(msg, "status", "success") if msg is not None else "command",
+                                      "executed": was_executed(msg)}, call["resumed"]),
                 )
                 rec.set_attributes_later(st, span, {sc.COMMITS: [call["cid"]]})
                 rec.set_primary_later(st, span, a)
@@ -534,6 +536,24 @@ class UnseeMiddleware(AgentMiddleware):
         except Exception as exc:
             rec.fail_span(st.session_id, span, exc)
         return result
+
+
+def _resumed(st: SessionState) -> bool:
+    """Whether this model or tool call belongs to a run that did not start with ``before_agent``:
+    a run resumed after an interrupt (``Command(resume=...)``: a human's decision is an input a
+    replay must give again). Never true inside a forget's replay (its own runs)."""
+    return st.root is None and not replaying(st.session_id, configurable())
+
+
+def _run_facts(attrs: dict[str, Any], resumed: bool = False) -> dict[str, Any]:
+    """``attrs`` with what a forget must know of the run that made the record: ``graph_ns``, the
+    namespace of the graph it ran nested in (``context.enclosing_graph``), and ``resumed``."""
+    ns = enclosing_graph()
+    if ns is not None:
+        attrs["graph_ns"] = ns
+    if resumed:
+        attrs["resumed"] = True
+    return attrs
 
 
 def _chat_attributes(ai, calls: bool, mt):

@@ -71,6 +71,24 @@ class SessionReplacement:
         src, at = meta.get("scratch_of"), meta.get("fork_seq")
         return (src, int(at)) if isinstance(src, str) and isinstance(at, int) else None
 
+    def fork_records(self, scratch_id: str) -> tuple[list[tuple[str, str]], list[str]]:
+        """(the artifacts a fork recorded itself, as (id, type) in seq order; the ids among them its
+        source session's prefix already gives to another artifact). Only the fork's own rows are
+        read (the suffix), and the clash is one indexed lookup per row: what a commit checks before
+        it makes the fork's records the session's (a clash would break that replacement)."""
+        self.flush()
+        with self._read_lock:
+            fork = self.fork_of(scratch_id)
+            own = [(r[0], r[1]) for r in self._db.execute(
+                "SELECT id, type FROM artifacts WHERE session_id=? ORDER BY seq", (scratch_id,)).fetchall()]
+            if fork is None:
+                return own, []
+            clash = [r[0] for r in self._db.execute(
+                "SELECT s.id FROM artifacts s WHERE s.session_id=? AND EXISTS (SELECT 1 FROM artifacts p "
+                "WHERE p.session_id=? AND p.id=s.id AND p.seq<?) ORDER BY s.seq",
+                (scratch_id, fork[0], fork[1])).fetchall()]
+        return own, clash
+
     def begin_commit(self, event_id: str, session_id: str, scratch_id: str, since_ns: int,
                      payload: str | None = None) -> None:
         """Journal a commit before its first write: from here on it is rolled forward."""

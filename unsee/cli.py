@@ -513,6 +513,18 @@ def _print_others(c: Console, others: dict[str, int], what: str) -> None:
                 soft_wrap=True, highlight=False, markup=False)
 
 
+def _print_incomplete(c: Console, incomplete: list[str], what: str) -> None:
+    """What an audit could not read (``AuditReport.incomplete``): its count is not the whole
+    count, so the answer is "no" (exit 1) whatever it counted; each line says how to supply it."""
+    if not incomplete:
+        return
+    c.print(f"INCOMPLETE: this {what} could not read everything it should, so its count is not the whole "
+            f"count and it is not clean ({len(incomplete)} {'gap' if len(incomplete) == 1 else 'gaps'}):",
+            soft_wrap=True, highlight=False, markup=False)
+    for line in incomplete:
+        c.print(f"  - {line}", soft_wrap=True, highlight=False, markup=False)
+
+
 @app.command("erase")
 def erase_cmd(
     session: Optional[str] = typer.Argument(None, help="session id (the LangGraph thread_id) of a forgotten session "
@@ -535,7 +547,10 @@ def erase_cmd(
 
     Rewrites the LangGraph history (with --agent), scrubs the memory store,
     unsee's records, the call ledger and sandbox snapshots, audits every route
-    and writes <home>/receipts/<event id>.json. Exit 1 if a copy remains.
+    and writes <home>/receipts/<event id>.json. Exit 1 if a copy remains, or
+    if the audit after could not read everything it should (an --agent without
+    a checkpointer, a file it cannot read: listed, and in the receipt's
+    "incomplete").
 
     With --subject NAME --thread T ... --namespace users/dana ...: the threads
     are deleted whole, the namespaces' items atomically, those sessions'
@@ -564,6 +579,7 @@ def erase_cmd(
     else:
         c = _console()
         c.print(_audit_table(result.after))
+        _print_incomplete(c, result.after.incomplete, "erasure's audit")
         _print_others(c, result.after.other_sessions, "erasure")
         if getattr(result, "existing", False):  # a clean session erased again: its receipt, not a new one
             c.print(f"already erased: no copy in scope; the existing receipt of event {result.receipt.event_id} "
@@ -592,6 +608,7 @@ def _erase_subject(subject, threads: list[str], namespaces: list[str], targets: 
     else:
         c = _console()
         c.print(_audit_table(result.after))
+        _print_incomplete(c, result.after.incomplete, "erasure's audit")
         c.print(f"receipt: {result.path} (signed; check it with: unsee receipt verify {result.path})", soft_wrap=True)
     if not result.clean:
         raise typer.Exit(1)
@@ -605,7 +622,11 @@ def audit_cmd(
                                                               "checkpointer and store too)"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
-    """Scan every route for TARGET, bytes and values; exit 1 if any copy remains. Changes nothing."""
+    """Scan every route for TARGET, bytes and values; exit 1 if any copy remains. Changes nothing.
+
+    Exit 1 too when the audit is incomplete: a route could not read what it should (an --agent
+    without a checkpointer, e.g. a supervisor's worker; a file it cannot read). The gaps are
+    listed, each with how to supply what is missing ("incomplete" in --json)."""
     if not target.strip():
         raise cx.BadParameter("--target must not be empty")
     compiled, u = _agent_and_unsee(agent)
@@ -614,15 +635,22 @@ def audit_cmd(
         import dataclasses
 
         print(json.dumps({"session": session, "copies": report.copies, "clean": report.clean,
+                          "complete": report.complete, "incomplete": report.incomplete,
                           "other_sessions": report.other_sessions, "unreachable": report.unreachable,
                           "routes": [dataclasses.asdict(r) | {"copies": r.copies} for r in report.routes]},
                          indent=1))
     else:
         c = _console()
         c.print(_audit_table(report))
-        c.print(f"{report.copies} {'copy' if report.copies == 1 else 'copies'} of the target remain"
-                f"{'s' if report.copies == 1 else ''} in session {session}'s scope" if report.copies
-                else f"no copy of the target remains in session {session}'s scope", soft_wrap=True)
+        found = f"{report.copies} {'copy' if report.copies == 1 else 'copies'}"
+        if not report.complete:
+            c.print(f"{found} of the target found in session {session}'s scope, but the audit is incomplete: "
+                    "more may remain", soft_wrap=True)
+        else:
+            c.print(f"{found} of the target remain{'s' if report.copies == 1 else ''} in session {session}'s scope"
+                    if report.copies else f"no copy of the target remains in session {session}'s scope",
+                    soft_wrap=True)
+        _print_incomplete(c, report.incomplete, "audit")
         _print_others(c, report.other_sessions, "audit")
     if not report.clean:
         raise typer.Exit(1)

@@ -6,19 +6,21 @@ One scheme for every command (docs/cli.md "Exit codes" is this table):
 code  meaning
 ====  =====================================================================
 0     done
-1     done, and the answer is "no": a copy remains in scope (``audit``,
-      ``erase``, ``surface --marker``, a ``forget`` whose record is not
-      erased clean), a receipt's signature is invalid, the target occurs in
-      no recorded artifact
+1     done, and the answer is "no": a copy remains in scope or an audit
+      could not read every route (``audit``, ``erase``, ``surface --marker``,
+      a ``forget`` whose record is not erased clean), a receipt's signature
+      is invalid, the target occurs in no recorded artifact
 2     bad usage or input: an unknown option, session, event or thread, a
-      value unsee cannot use; nothing was changed
+      value unsee cannot use, a session or agent a forget refused before
+      changing anything; nothing was changed
 3     an environment problem: the store, the Docker daemon, an OTLP endpoint
       or the model is unavailable, the session is busy (a run or a forget in
       another process), a service failed part-way through a journaled
       operation (run it again to finish it); retrying may succeed
 4     the operation failed and changed nothing: the user's own model, tool or
-      store raised during a replay (``ReplayFailed``), the recording is
-      partial, an internal error
+      store raised during a replay (``ReplayFailed``), the replay's state was
+      refused before the commit (``NotDerived``, ``TargetRemains``), the
+      recording is partial, an internal error
 130   interrupted (Ctrl-C)
 ====  =====================================================================
 
@@ -45,15 +47,18 @@ INTERRUPTED = 130
 #: (code, what it means), the table docs/cli.md shows
 TABLE: tuple[tuple[int, str], ...] = (
     (OK, "done"),
-    (NO, 'done, and the answer is "no": a copy remains in scope (audit, erase, surface --marker, a forget whose '
-         "record is not erased clean), a receipt's signature is invalid, the target occurs in no recorded artifact"),
-    (USAGE, "bad usage or input: an unknown option, session, event or thread, a value unsee cannot use; "
-            "nothing was changed"),
+    (NO, 'done, and the answer is "no": a copy remains in scope or an audit could not read every route (audit, '
+         "erase, surface --marker, a forget whose record is not erased clean), a receipt's signature is invalid, "
+         "the target occurs in no recorded artifact"),
+    (USAGE, "bad usage or input: an unknown option, session, event or thread, a value unsee cannot use, a "
+            "session or agent a forget refused before changing anything (a shape a replay cannot rebuild yet, "
+            "an agent that cannot read the thread); nothing was changed"),
     (ENVIRONMENT, "an environment problem: the store, the Docker daemon, an OTLP endpoint or the model is "
                   "unavailable, the session is busy, a service failed part-way through a journaled operation "
                   "(run it again to finish it); retrying may succeed"),
     (FAILED, "the operation failed and changed nothing: the user's model, tool or store raised during a replay "
-             "(ReplayFailed), the recording is partial, an internal error"),
+             "(ReplayFailed), the replay's state was refused before the commit (NotDerived, TargetRemains), the "
+             "recording is partial, an internal error"),
     (INTERRUPTED, "interrupted (Ctrl-C)"),
 )
 

@@ -95,6 +95,8 @@ def render_report(r: ForgetReport) -> Panel:
         t.add_row("also reached (not forgotten)", _prose(f"{other} — forget there too: --all-sessions / scope='all'"))
     for n in r.notes:
         t.add_row("note", _prose(n))
+    for e in r.errors:  # (after the commit: the forget stands, this part did not finish)
+        t.add_row(f"failed after the commit: {e.step}", _prose(f"{e.error}: {e.message}"))
     parts = [t]
     for title, effects in (("orphaned side effects (fired in the original world only)", r.orphaned_side_effects),
                            ("deferred side effects (wanted by the counterfactual, not executed)",

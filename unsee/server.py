@@ -46,8 +46,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from unsee.jsonhttp import JSONHandler, JSONServer
 from unsee.middleware.errors import (AmbiguousTarget, IncompleteSession, InvalidArgument, SessionBusy,
                                      SessionNotFound, StoreUnavailable, TargetNotFound)
-from unsee.plugins.forget import (AgentUnknown, CommitInterrupted, ReplayFailed, ReplayIncomplete, RevocationEvent,
-                                  Strategy, UnknownStrategy)
+from unsee.plugins.forget import (AgentCannotReplay, AgentUnknown, CommitInterrupted, NotDerived, ReplayFailed,
+                                  ReplayIncomplete, RevocationEvent, Strategy, TargetRemains, UnknownStrategy)
 from unsee.sandbox.errors import DaemonLost
 
 log = logging.getLogger("unsee.server")
@@ -65,9 +65,9 @@ class RevocationRequest(BaseModel):
 
 _STATUS = [
     ((SessionNotFound, TargetNotFound), HTTPStatus.NOT_FOUND),
-    ((AmbiguousTarget, IncompleteSession, SessionBusy), HTTPStatus.CONFLICT),
+    ((AmbiguousTarget, IncompleteSession, SessionBusy, TargetRemains, NotDerived), HTTPStatus.CONFLICT),
     ((UnknownStrategy, InvalidArgument, NotImplementedError), HTTPStatus.UNPROCESSABLE_ENTITY),
-    ((AgentUnknown, StoreUnavailable, CommitInterrupted, ReplayIncomplete, DaemonLost),
+    ((AgentUnknown, AgentCannotReplay, StoreUnavailable, CommitInterrupted, ReplayIncomplete, DaemonLost),
      HTTPStatus.SERVICE_UNAVAILABLE),
     ((ReplayFailed,), HTTPStatus.BAD_GATEWAY),
 ]

@@ -69,6 +69,8 @@ _EXPORTS = {
     "ReceiptInvalid": ".errors",
     "SurfaceReport": ".surface",
     "target_forms": ".forms",
+    "erasure_blockers": ".preflight",
+    "value_text": ".history",
     "holds_target": ".forms",
 }
 

@@ -14,6 +14,10 @@
    ``erasure_receipts`` table too (``shared.py``), where the journal lives as well: a run
    interrupted on one machine is finished by a rerun of the event on another.
 
+An audit that could not read what it should (an agent without a checkpointer, a file it cannot
+open: ``AuditReport.incomplete``) is never clean, whatever it counted; an erasure whose audit after
+is incomplete is not clean either, and its receipt names what was not read (``Receipt.incomplete``).
+
 Re-erasing is idempotent on the receipts folder: when the audit of step 2 finds
 nothing and a receipt of this session and target already says so (the event's
 own, else the forget's), that receipt is the result and nothing is written
@@ -118,16 +122,33 @@ class AuditReport:
     session: str
     routes: list[RouteAudit]
     unreachable: list[str] = field(default_factory=list)
+    #: what the audit should have read and was not given the means to (the agent's checkpointer
+    #: or memory store: :func:`agent_gaps`), each "route: what was not read: how to supply it";
+    #: the routes' own (files, stored items they could not read) are in ``RouteAudit.incomplete``
+    not_read: list[str] = field(default_factory=list)
 
     @property
     def copies(self) -> int:
         return sum(r.copies for r in self.routes)
 
     @property
+    def incomplete(self) -> list[str]:
+        """Everything this audit should have read and did not, each "route: what, why, how to
+        supply it": ``not_read`` and every route's ``RouteAudit.incomplete``. Empty: complete."""
+        return [*self.not_read, *(f"{r.route}: {x}" for r in self.routes for x in r.incomplete)]
+
+    @property
+    def complete(self) -> bool:
+        """Every route read what it should (its files, its owner's values): ``copies`` is the
+        whole count. What no route can reach (``unreachable``) is named, not read, by design."""
+        return not self.incomplete
+
+    @property
     def clean(self) -> bool:
-        """No copy in this audit's scope (its session's records, files and rows, and every copy
-        no session owns); other sessions' copies do not make it unclean."""
-        return self.copies == 0
+        """A complete audit that found no copy in its scope (its session's records, files and rows,
+        and every copy no session owns); other sessions' copies do not make it unclean. An
+        incomplete audit is never clean, whatever it counted."""
+        return self.complete and self.copies == 0
 
     @property
     def other_sessions(self) -> dict[str, int]:
@@ -162,6 +183,69 @@ class ErasureResult:
         return self.after.clean
 
 
+#: the memory-store records of a session (``ArtifactType`` values): the session used a store
+_MEMORY_ARTIFACTS = ("memory_read", "memory_write")
+
+
+def _label(agent: Any) -> str:
+    """``CompiledStateGraph 'worker_a'``: the agent's type and graph name, for messages."""
+    name = getattr(agent, "name", None)
+    return f"{type(agent).__name__} {name!r}" if isinstance(name, str) and name else type(agent).__name__
+
+
+def memory_records(records: Any, sessions: list[str]) -> int:
+    """How many memory reads/writes unsee recorded in ``sessions`` (0 when the records cannot say)."""
+    artifacts = getattr(records, "artifacts", None)
+    if artifacts is None:
+        return 0
+    n = 0
+    for s in sessions:
+        try:
+            got = artifacts(s)
+        except LookupError:
+            continue
+        n += sum(1 for a in got if getattr(a.type, "value", a.type) in _MEMORY_ARTIFACTS)
+    return n
+
+
+def agent_gaps(records: Any, sessions: list[str], agent: Any, memory: int | None = None) -> list[str]:
+    """What an audit of ``sessions`` through ``agent`` should read and cannot, each "route: what
+    was not read: how to supply it" (``AuditReport.not_read``):
+
+    - the agent has no checkpointer (``None``, or the ``True``/``False`` markers LangGraph uses
+      for subgraphs, e.g. a supervisor's or swarm's worker): the checkpoint history route cannot
+      be read. The records cannot tell a session run without any checkpointer apart (LangGraph
+      numbers checkpoints in memory too), so this is always said;
+    - the agent has no memory store while unsee recorded memory reads or writes in the sessions.
+
+    ``memory``: the sessions' memory records, counted before (None: counted now).
+
+    No agent at all (``agent is None``) is not a gap here: the audit runs in a process that did
+    not run the session, whose in-memory checkpointer and store are gone and whose files under
+    the home are scanned byte by byte; it is named in ``unreachable`` (docs/erasure.md)."""
+    if agent is None:
+        return []
+    threads = ", ".join(repr(s) for s in sessions)
+    out = []
+    saver = getattr(agent, "checkpointer", None)
+    if saver is None or saver is True or saver is False:
+        why = ("" if saver is None else
+               " (checkpointer=True: a subgraph's marker; its checkpoints are kept by its parent graph's "
+               "checkpointer)" if saver is True else
+               " (checkpointer=False: a subgraph's marker; the parent graph's checkpointer holds the thread)")
+        out.append(f"langgraph.checkpoints: the agent given ({_label(agent)}) has no checkpointer{why}, so the "
+                   f"checkpoint history was not read: pass the graph compiled with the checkpointer that holds "
+                   f"thread {threads} (agent= / --agent; for a supervisor or swarm, the compiled parent graph, "
+                   "not a worker)")
+    if getattr(agent, "store", None) is None and (
+            n := memory_records(records, sessions) if memory is None else memory):
+        out.append(f"langgraph.store: the session read or wrote a memory store ({n} memory "
+                   f"{'record' if n == 1 else 'records'} in unsee's records) but the agent given "
+                   f"({_label(agent)}) has no store, so its items were not read: pass the graph compiled "
+                   "with store=<that store> (agent= / --agent)")
+    return out
+
+
 class Eraser:
     def __init__(self, ctx: ErasureContext):
         self.ctx = ctx
@@ -180,7 +264,9 @@ class Eraser:
         claimed = [p for r in routes for p in r.files(scope)]
         return [*routes, HomeRoute(self.ctx.home, claimed)]
 
-    def _audit(self, scope: Scope, routes: list[Route], agent: Any) -> AuditReport:
+    def _audit(self, scope: Scope, routes: list[Route], agent: Any, gaps: list[str] | None = None) -> AuditReport:
+        """``gaps``: what the audit cannot read through ``agent`` (:func:`agent_gaps`; None: none
+        asked, as for ``surface``)."""
         unreachable = [u for r in routes for u in r.unreachable()]
         if agent is None:
             unreachable.append("the agent's checkpointer and memory store through their API: no agent given "
@@ -189,14 +275,16 @@ class Eraser:
         try:
             audits = [r.audit(scope) for r in routes]
             attribute_sqlite(audits, scope.session, scope.target)  # other sessions' rows are theirs
-            return AuditReport(scope.session, audits, unreachable + OUTSIDE)
+            return AuditReport(scope.session, audits, unreachable + OUTSIDE, list(gaps or []))
         finally:
             scope.byte_scans.clear()  # (the next audit reads the files as they are then)
 
     def audit(self, session: str, target: str, agent: Any = None) -> AuditReport:
-        """Every route, byte level and value level, as it is now. Changes nothing."""
+        """Every route, byte level and value level, as it is now. Changes nothing. Incomplete
+        (``AuditReport.incomplete``, never ``clean``) where a route could not read what it should."""
         scope = self._scope(session, target)
-        return self._audit(scope, self._routes(scope, agent), agent)
+        gaps = agent_gaps(self.ctx.records, [session], agent)
+        return self._audit(scope, self._routes(scope, agent), agent, gaps)
 
     def surface(self, agent: Any = None, marker: str | None = None, *,
                 offered: dict[str, str | None] | None = None):
@@ -254,7 +342,8 @@ class Eraser:
 
     def _erase(self, scope: Scope, event_id: str, journal: Journal, agent: Any, key: SigningKey) -> ErasureResult:
         routes = self._routes(scope, agent)
-        before = self._audit(scope, routes, agent)
+        gaps = agent_gaps(self.ctx.records, [scope.session], agent)  # (the same before and after)
+        before = self._audit(scope, routes, agent, gaps)
         forget_event, earlier = self._earlier_receipts(scope, event_id, key.public_pem())
         if before.clean and not journal.pending:  # (a pending run's steps may still be half done)
             for path, receipt in earlier:
@@ -274,7 +363,7 @@ class Eraser:
             times[route.name] = (w0, time.time_ns())
             if changed := route.memory_changes():
                 memory[route.name] = changed
-        after = self._audit(scope, routes, agent)
+        after = self._audit(scope, routes, agent, gaps)
         receipt = self._receipt(scope, routes, before, after, notes, forget_event, key)
         path = self.ctx.home / "receipts" / f"{event_id}.json"
         save_receipt(receipt, path, shared_db(self.ctx.records))
@@ -342,16 +431,18 @@ class Eraser:
                           target_hash=self.ctx.hasher.hash(scope.target), sessions=[scope.session],
                           routes=rows, unreachable=after.unreachable, created_at=datetime.now(timezone.utc),
                           public_key=key.public_pem(), other_sessions=after.other_sessions or None,
-                          forget_event=forget_event)
+                          forget_event=forget_event, incomplete=after.incomplete or None)
         return sign_receipt(receipt, key)
 
 
 def _still_says(receipt: Receipt, now: AuditReport) -> bool:
-    """Whether an earlier receipt still states what a clean audit ``now`` found: it recorded no
-    copy after its erasure, and it audited at least the routes audited now with no more out of
-    reach (a re-erasure with the agent does not stand on a receipt made without it; one without
-    the agent stands on the forget's, which audited the agent's stores too)."""
-    return (all(r.copies_after == 0 and not r.value_copies_after for r in receipt.routes)
+    """Whether an earlier receipt still states what a clean audit ``now`` found: its audit after
+    erasure was complete (no ``Receipt.incomplete``) and recorded no copy, and it audited at least
+    the routes audited now with no more out of reach (a re-erasure with the agent does not stand
+    on a receipt made without it; one without the agent stands on the forget's, which audited the
+    agent's stores too)."""
+    return (not receipt.incomplete
+            and all(r.copies_after == 0 and not r.value_copies_after for r in receipt.routes)
             and {r.name for r in receipt.routes} >= {r.route for r in now.routes}
             and set(receipt.unreachable) <= set(now.unreachable))
 

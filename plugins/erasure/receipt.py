@@ -224,6 +224,11 @@ class Receipt(BaseModel):
     #: without ``--event-id`` after a forget erased the record first); None when ``event_id`` is the
     #: forget's own, or no forget of this target is known (signed as if absent, like older receipts)
     forget_event: str | None = None
+    #: what the audit after erasure should have read and could not (``AuditReport.incomplete``:
+    #: "route: what, why, how to supply it"): the copies counted are then not the whole count and
+    #: the erasure is not clean; None when the audit was complete (signed as if absent, like older
+    #: receipts, which predate the check)
+    incomplete: list[str] | None = None
     signature: str | None = None  # base64 of the Ed25519 signature of canonical_bytes
 
     @field_validator("version")
@@ -244,7 +249,7 @@ class Receipt(BaseModel):
 def canonical_bytes(receipt: Receipt) -> bytes:
     """The signed bytes: the receipt without signature as JSON, keys sorted, no spaces, UTF-8."""
     data = receipt.model_copy(update={"signature": None}).model_dump(mode="json")
-    for optional in ("other_sessions", "subject", "forget_event"):
+    for optional in ("other_sessions", "subject", "forget_event", "incomplete"):
         if data.get(optional) is None:
             data.pop(optional, None)
     for route in data.get("routes", []):

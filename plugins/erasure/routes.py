@@ -97,6 +97,16 @@ class RouteAudit:
     #: copies other sessions own (session -> {where: copies}): listed, never counted in this
     #: scope's ``copies`` (``owners.py`` attributes them; docs/erasure.md "Many sessions in one home")
     other_sessions: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: what this route should have read and could not (a file it cannot open, a stored item it
+    #: cannot read), each with how to make it readable: an audit with any is incomplete, never
+    #: clean (``AuditReport.incomplete``; docs/erasure.md "Complete audits")
+    incomplete: list[str] = field(default_factory=list)
+
+    def cannot_read(self, what: str, why: str, remedy: str = "make it readable to this process and audit again"
+                    ) -> None:
+        """Record that ``what`` could not be read (``why``): a note, and the audit is incomplete."""
+        self.notes.append(f"{what}: unreadable ({why})")
+        self.incomplete.append(f"could not read {what} ({why}): {remedy}")
 
     @property
     def other_copies(self) -> dict[str, int]:
@@ -125,10 +135,15 @@ class RouteAudit:
         for path, hit in hits.items():
             self.byte_copies[path] = hit["copies"]
             if hit["error"]:
-                self.notes.append(f"{path}: unreadable ({hit['error']})")
+                self.cannot_read(path, hit["error"])
         for p in paths:
             if p.is_file() and str(p) not in lite:
-                self.byte_copies[str(p)] = scan_file(p, scope.forms).copies
+                try:
+                    self.byte_copies[str(p)] = scan_file(p, scope.forms).copies
+                except FileNotFoundError:
+                    continue  # removed since listed: no bytes left to hold a copy
+                except OSError as exc:  # (permissions, I/O): its bytes were not read
+                    self.cannot_read(str(p), exc.strerror or type(exc).__name__)
 
 
 def prefetch_byte_scans(scope: Scope, routes: Sequence["Route"]) -> None:

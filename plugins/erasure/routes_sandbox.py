@@ -229,7 +229,12 @@ class SandboxRoute(Route):
                         else:
                             copies += n
                 except (SandboxError, OSError, LookupError) as exc:
-                    out.notes.append(f"{item.describe()}: unreadable ({exc})")
+                    if mine:  # the scope's own item, not read: the audit is incomplete
+                        out.cannot_read(item.describe(), str(exc) or type(exc).__name__,
+                                        "make it reachable (the Docker daemon, the registry, the shared store) "
+                                        "and audit again")
+                    else:  # (another session's: its copies would be its own, listed, never counted)
+                        out.notes.append(f"{item.describe()}: unreadable ({exc})")
                 if mine:
                     out.source_copies += sources
                     if copies:

@@ -36,7 +36,7 @@ from unsee.middleware.errors import UnseeError
 from unsee.middleware.faults import fault_point
 
 from . import history
-from .eraser import AuditReport, Eraser, OUTSIDE
+from .eraser import AuditReport, Eraser, OUTSIDE, agent_gaps, memory_records
 from .errors import ErasureInterrupted
 from .fingerprint_scan import scan_fingerprints, tree_files
 from .forms import target_forms
@@ -128,11 +128,16 @@ class SubjectEraser:
         if journal.get("state") in (None, DONE):
             sessions = plan(sel, eid, self.ctx.records.sessions_like(""), [r.name for r in routes]).sessions
             fps = self._fingerprints(sessions, sel.threads)
-            before = self._audit(sel, eid, routes, sessions, fps, agent)
+            # whether the sessions used a memory store, counted before their records are deleted
+            used = memory_records(self.ctx.records, list(sel.threads))
+            gaps = agent_gaps(self.ctx.records, list(sel.threads), agent, used)
+            before = self._audit(sel, eid, routes, sessions, fps, agent, gaps)
             journal.set(state=PLANNED, threads=list(sel.threads), sessions=sessions, fingerprints=fps,
                         before={r.route: r.copies for r in before.routes}, unreachable=before.unreachable,
-                        done=[], notes={})
+                        memory_records=used, done=[], notes={})
             fault_point("erase:subject:planned")
+        # what this run's agent cannot read (a rerun after a crash: the plan's count of memory records)
+        gaps = agent_gaps(self.ctx.records, list(sel.threads), agent, journal.get("memory_records"))
         sessions, fps = journal.get("sessions"), journal.get("fingerprints")
         todo = plan(sel, eid, sessions, [r.name for r in routes], journal.get("done") or [])
         subject = SubjectScope(eid, sel.threads, tuple(todo.sessions), sel.namespaces, self.leases,
@@ -148,7 +153,7 @@ class SubjectEraser:
             if changed := route.memory_changes():
                 memory[route.name] = changed
             journal.set(done=[*journal.get("done"), route.name], notes=notes)
-        after = self._audit(sel, eid, routes, todo.sessions, fps, agent)
+        after = self._audit(sel, eid, routes, todo.sessions, fps, agent, gaps)
         before_counts = journal.get("before") or {}
         before = AuditReport(eid, [_counted(r.name, before_counts.get(r.name, 0)) for r in routes],
                              list(journal.get("unreachable") or []))
@@ -170,7 +175,8 @@ class SubjectEraser:
 
     # -- the audit ----------------------------------------------------------------------
     def _audit(self, sel: Selection, eid: str, routes: list[Route], sessions: list[str], fps: list[str],
-               agent: Any) -> AuditReport:
+               agent: Any, gaps: list[str] = ()) -> AuditReport:
+        """``gaps``: what cannot be read through ``agent`` (``eraser.agent_gaps``, as planned)."""
         outs = [RouteAudit(r.name) for r in routes]
         threads = sel.threads or (eid,)
         for target in sel.targets:  # the routes' own audits, per thread (their value reads are per thread)
@@ -190,7 +196,7 @@ class SubjectEraser:
         if agent is None:
             unreachable.append("the agent's checkpointer and memory store: no agent given "
                                "(u.erase_subject(..., agent=...) / --agent); their files under the home are scanned")
-        return AuditReport(eid, outs, unreachable + OUTSIDE)
+        return AuditReport(eid, outs, unreachable + OUTSIDE, list(gaps))
 
     def _audit_fingerprints(self, sel: Selection, eid: str, routes: list[Route], outs: list[RouteAudit],
                             fps: list[str]) -> None:
@@ -287,3 +293,4 @@ def _merge(out: RouteAudit, a: RouteAudit, label: str) -> None:
             mine = out.other_sessions.setdefault(s, {})
             mine[w] = max(mine.get(w, 0), n)
     out.notes.extend(n for n in a.notes if n not in out.notes)
+    out.incomplete.extend(n for n in a.incomplete if n not in out.incomplete)

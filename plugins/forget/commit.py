@@ -1,15 +1,20 @@
 """The atomic commit of a replay: the counterfactual becomes the session's state.
 
-Roll-forward from a journal row written first (``commit``): a crash before
-it leaves the old state; a crash after it is finished by ``finish_commit``
-(idempotent), which the operator runs for every pending commit of a session
-before anything else (``replay.abandon`` drops a replay that is not committed).
+``prepare`` checks, before anything is journaled, that the replay derived the
+state the commit will write and that the target is nowhere in it
+(``derived.py``). ``commit`` then journals a row first: a crash before it
+leaves the old state; a crash after it is finished by ``finish_commit``
+(idempotent, and only with the scratch head the journal names), which the
+operator runs for every pending commit of a session before anything else
+(``replay.abandon`` drops a replay that is not committed). The state update is
+the commit point: before it a failure raises, after it a failure is reported.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import RemoveMessage
@@ -19,10 +24,13 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from unsee.middleware.memory import StoreOverlay, memory_changes
 
 from unsee.middleware import faults
-from .errors import CommitInterrupted, InjectedCrash
+from .derived import ScratchState, check_derived, check_journaled, remaining_places
+from .errors import CommitInterrupted, ForgetRefused, InjectedCrash, TargetRemains
 from .event import RevocationEvent
 from .plan import ReplayPlan
 from .ports import ForgetContext
+from .preflight import graph_label
+from .report import StepError
 from .thread import recording_store, thread_cfg
 from .trace import record_memory
 
@@ -44,9 +52,26 @@ def fork_point(plan: ReplayPlan) -> dict | None:
     return {"thread": cp.langgraph_thread_id or plan.session_id, "checkpoint_id": cp.langgraph_checkpoint_id}
 
 
+def prepare(ctx: ForgetContext, agent: Any, plan: ReplayPlan, outcome: ReplayOutcome, event: RevocationEvent, *,
+            session_messages: int, earlier_sources: Callable[[], list[str]]) -> ScratchState:
+    """The checks a commit needs before anything is journaled or written (``derived.py``): the
+    scratch state was derived by the replay, and the target is nowhere in it nor in the memory
+    items the commit would write. ``NotDerived`` / ``TargetRemains``; ``earlier_sources`` names,
+    for the latter, where the record shows the target entered before this forget's entry."""
+    state = check_derived(agent, plan, outcome.scratch, outcome.seed, session_messages=session_messages,
+                          fork_records=ctx.records.fork_records(outcome.scratch), event_id=event.event_id)
+    memory = [(tuple(ns), key, value) for ns, key, value in _overlay_payload(outcome.overlay)]
+    places = remaining_places(state.values, memory, event.target)
+    if places:
+        raise TargetRemains(plan.session_id, event.event_id, places, earlier_sources())
+    return state
+
+
 def commit(ctx: ForgetContext, agent: Any, plan: ReplayPlan, outcome: ReplayOutcome,
-           event: RevocationEvent) -> None:
-    """Replace the session's state, store items and records with the counterfactual ones."""
+           event: RevocationEvent, state: ScratchState) -> list[StepError]:
+    """Replace the session's state, store items and records with the counterfactual ones: the
+    checked ``state`` (``prepare``). Raises only before the new state is written (the session
+    keeps its old one); what fails after is returned (``finish_commit``)."""
     session = plan.session_id
     # The sandbox's new state is snapshotted before the commit begins (a failure here, e.g. the
     # Docker daemon gone, begins nothing) and its key goes into the journal row: a roll-forward in
@@ -59,15 +84,24 @@ def commit(ctx: ForgetContext, agent: Any, plan: ReplayPlan, outcome: ReplayOutc
                                                  # where the scratch thread was forked (erasure rewrites
                                                  # the history as this prefix + the scratch suffix)
                                                  "fork": fork_point(plan),
-                                                 "sandbox": sandbox}))
-    faults.point("commit:begin")
+                                                 "sandbox": sandbox,
+                                                 # what a roll-forward writes, and through which graph:
+                                                 # the scratch thread at this head, or nothing
+                                                 "head": state.head,
+                                                 "graph": _graph_of(agent)}))
     try:
-        finish_commit(ctx, agent, session, event.event_id, fresh=True)
+        faults.point("commit:begin")
     except InjectedCrash:
         raise
-    except Exception as e:  # a store or checkpointer failed part-way: typed, and it rolls forward
+    except Exception as e:  # begun, nothing written: the old state stays, the journal rolls it forward
         raise CommitInterrupted(session, event.event_id, e) from e
+    return finish_commit(ctx, agent, session, event.event_id, fresh=True, state=state) or []
 
+
+def _graph_of(agent: Any) -> str:
+    """The graph a commit was written through, as an error names it to whoever rolls it forward."""
+    saver = getattr(agent, "checkpointer", None)
+    return f"{graph_label(agent)} (checkpointer {type(saver).__name__})"
 
 
 def _commit_mark(agent: Any, cfg: dict[str, Any]) -> str | None:
@@ -82,8 +116,18 @@ def _commit_mark(agent: Any, cfg: dict[str, Any]) -> str | None:
     return (meta or {}).get("unsee_commit")
 
 
-def finish_commit(ctx: ForgetContext, agent: Any, session: str, event_id: str, *, fresh: bool = False) -> bool:
-    """Roll a begun commit forward (idempotent). Returns False if there is none.
+def finish_commit(ctx: ForgetContext, agent: Any, session: str, event_id: str, *, fresh: bool = False,
+                  state: ScratchState | None = None) -> list[StepError] | None:
+    """Roll a begun commit forward (idempotent). Returns None if there is none, else what failed
+    after the new state was written ([]: nothing).
+
+    The new state is the scratch thread's, at the head the journal names (``state``: checked by
+    this forget just now; a roll-forward checks the agent reads that head, else
+    ``AgentCannotReplay`` naming the graph that can). Writing it is the commit point: a failure
+    before it raises ``CommitInterrupted`` and the session keeps its old state; a failure after it
+    (the memory store, the sandbox, the records) is returned, and the journal stays, so the next
+    forget of the session (or this event again) finishes the rest. ``InjectedCrash`` (a test's
+    simulated death of the process) always propagates.
 
     ``fresh``: the commit was begun just now by this forget (``commit``), so the thread cannot
     hold its mark yet and the mark is not read (a read loads the thread's whole latest
@@ -91,16 +135,35 @@ def finish_commit(ctx: ForgetContext, agent: Any, session: str, event_id: str, *
     event) reads it: the state may have been written before the crash."""
     pending = {e: (s, since, payload) for e, s, since, payload in ctx.records.pending_commits(session)}
     if event_id not in pending:
-        return False
+        return None
     scratch, since_ns, payload = pending[event_id]
     data = json.loads(payload or "{}")
     cfg = thread_cfg(session)
-    if fresh or _commit_mark(agent, cfg) != event_id:
-        final = agent.get_state(thread_cfg(scratch)).values
-        update = {k: v for k, v in final.items() if k != "messages"}
-        update["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *final.get("messages", [])]
-        agent.update_state({**cfg, "metadata": {"unsee_commit": event_id}}, update)
-    faults.point("commit:state")
+    try:
+        if state is None:
+            state = check_journaled(agent, session, scratch, data)
+        if fresh or _commit_mark(agent, cfg) != event_id:
+            final = state.values
+            update = {k: v for k, v in final.items() if k != "messages"}
+            update["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *final.get("messages", [])]
+            agent.update_state({**cfg, "metadata": {"unsee_commit": event_id}}, update)
+    except (InjectedCrash, ForgetRefused):
+        raise
+    except Exception as e:  # the checkpointer failed: the old state stays, the journal rolls it forward
+        raise CommitInterrupted(session, event_id, e) from e
+    try:
+        faults.point("commit:state")
+        _finish_records(ctx, agent, session, event_id, scratch, since_ns, data, fresh)
+    except InjectedCrash:
+        raise
+    except Exception as e:  # committed: said on the report, finished by the next forget
+        return [StepError.of("commit", CommitInterrupted(session, event_id, e))]
+    return []
+
+
+def _finish_records(ctx: ForgetContext, agent: Any, session: str, event_id: str, scratch: str, since_ns: int,
+                    data: dict[str, Any], fresh: bool) -> None:
+    """The commit's steps after the new state: the memory store, the sandbox, the records."""
     store = recording_store(agent)
     if store is not None:
         if data.get("overlay"):
@@ -122,4 +185,3 @@ def finish_commit(ctx: ForgetContext, agent: Any, session: str, event_id: str, *
     faults.point("commit:records")
     ctx.runs.forget_state(session)
     ctx.runs.forget_state(scratch)
-    return True

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from unsee.middleware.errors import InjectedCrash, Interrupted, UnseeError
 
-__all__ = ["AgentUnknown", "CommitInterrupted", "IfcNotEnabled", "InjectedCrash", "ReplayFailed", "ReplayIncomplete",
-           "UnknownStrategy"]
+__all__ = ["AgentCannotReplay", "AgentUnknown", "CommitInterrupted", "ForgetRefused", "IfcNotEnabled", "InjectedCrash",
+           "NotDerived", "ReplayFailed", "ReplayIncomplete", "TargetRemains", "UnknownStrategy", "UnsupportedSession"]
 
 
 class AgentUnknown(UnseeError, LookupError):
@@ -95,3 +95,80 @@ class CommitInterrupted(Interrupted):
     def __init__(self, session_id: str, event_id: str, cause: BaseException):
         super().__init__("commit", session_id, event_id, cause,
                          "run the forget again (same event) once the service is back to finish it")
+
+
+class ForgetRefused(UnseeError):
+    """A forget checked something its later steps need and refused before changing anything:
+    the session's state, records, store and history are as they were, nothing is journaled.
+    Each subclass says what is missing and how to supply it."""
+
+
+class AgentCannotReplay(ForgetRefused, LookupError):
+    """The agent a forget would replay through cannot read or write the session's thread: it has
+    no checkpointer (a subgraph, a supervisor's worker, a swarm agent), its checkpointer does
+    not hold the thread, or it is not the graph a journaled commit was written through. Pass
+    ``agent=`` the graph the application invokes, compiled with the checkpointer that holds the
+    thread. Exit code 2."""
+
+    exit_code = 2
+
+    def __init__(self, session_id: str, why: str, fix: str = ""):
+        hint = fix or ("pass agent= the graph your application invokes for this thread, compiled with the "
+                       "checkpointer that holds it (--agent module:attribute on the command line)")
+        super().__init__(f"cannot replay session {session_id!r} through this agent: {why}; {hint}. "
+                         "Nothing was changed")
+        self.session_id = session_id
+        self.why = why
+
+
+class UnsupportedSession(ForgetRefused, NotImplementedError):
+    """The session holds something a replay cannot give again yet, or its erasure could not run:
+    runs nested in another graph on the same thread (subagents, supervisor workers, swarm
+    agents), runs resumed after an interrupt (a human's decision), a run still waiting at an
+    interrupt, tools with no synchronous form, no recorded run to replay, a history erasure
+    cannot rewrite. Refused before anything changes (a refusal, never a half-forget).
+    ``reasons``: one line each. Exit code 2."""
+
+    exit_code = 2
+
+    def __init__(self, session_id: str, reasons: list[str]):
+        super().__init__(f"session {session_id!r} cannot be forgotten safely yet: " + "; ".join(reasons)
+                         + ". Nothing was changed")
+        self.session_id = session_id
+        self.reasons = list(reasons)
+
+
+class NotDerived(ForgetRefused, RuntimeError):
+    """The state a replay left on its scratch thread is not one the commit may write: missing,
+    empty where the session was not, not rooted at the fork checkpoint, missing a recorded run
+    input, or holding a message id the session's record already gives to another message. The
+    replay was abandoned before its commit began. ``problems``: one line each. Exit code 4."""
+
+    exit_code = 4
+
+    def __init__(self, session_id: str, event_id: str, problems: list[str]):
+        super().__init__(f"the replay of forget {event_id} on session {session_id!r} did not derive a state "
+                         "the commit may write: " + "; ".join(problems) + ". Nothing was committed")
+        self.session_id = session_id
+        self.event_id = event_id
+        self.problems = list(problems)
+
+
+class TargetRemains(ForgetRefused, RuntimeError):
+    """The counterfactual a replay built still holds the target, so committing it would report a
+    forget while the target is in the state: where (``places``: state keys, the memory store)
+    and the other observations the record shows it entered through (``sources``). Forget
+    those observations, or the one the target entered through again, first. Exit code 4."""
+
+    exit_code = 4
+
+    def __init__(self, session_id: str, event_id: str, places: list[str], sources: list[str]):
+        where = ", ".join(places)
+        came = (f"; the record shows it also entered through {', '.join(sources)}: a forget removes it from "
+                "the observation it first entered through, every other observation is kept as it was")
+        super().__init__(f"the counterfactual of forget {event_id} on session {session_id!r} still holds the "
+                         f"target in {where}{came if sources else ''}. Nothing was committed")
+        self.session_id = session_id
+        self.event_id = event_id
+        self.places = list(places)
+        self.sources = list(sources)

@@ -36,7 +36,7 @@ from unsee.middleware.tools import effect_of, not_executed
 from .decide import Action, Decision, SideEffectPolicy, ToolCall, decide, same_args
 from .plan import RecordedCall, RecordedTurn, ReplayPlan
 from .report import ReplayCounts, SideEffect
-from .sanitize import sanitize
+from .sanitize import sanitize, sanitize_message
 
 __all__ = ["ReplayInterceptor", "ReplayStats", "SideEffectPolicy"]
 
@@ -198,7 +198,7 @@ class ReplayInterceptor:
 
     def _recorded_message(self, call: ToolCall, c: RecordedCall) -> ToolMessage:
         content = c.return_content or ""
-        if c.return_id == self.plan.entry.id:
+        if self.plan.sanitizes(c.return_id):
             content = sanitize(content, self.target)  # o_tau without z
         status = "error" if c.return_status == "error" else "success"
         return ToolMessage(content=content, tool_call_id=call.call_id or c.call_id, name=call.name,
@@ -228,6 +228,14 @@ class ReplayInterceptor:
                 call.call_id, call.name, "replay")
         return d, None
 
+    def _observed(self, result: Any) -> Any:
+        """A tool's result as the counterfactual observes it: without the target (the world may
+        still hold it: the session where it was never seen never sees it there either; what the
+        tool did is not undone, only what the agent is shown)."""
+        if isinstance(result, ToolMessage) and self.target in str(result.content):
+            return sanitize_message(result, self.target)
+        return result
+
     def _executing(self, request) -> None:
         self.stats.counts.tool_calls_executed += 1
         tc = request.tool_call
@@ -242,7 +250,7 @@ class ReplayInterceptor:
             return msg
         self._executing(request)
         try:
-            return handler(request)
+            return self._observed(handler(request))
         except Exception as e:
             self._failed(f"tool {request.tool_call.get('name')!r}", e)
             raise
@@ -254,7 +262,7 @@ class ReplayInterceptor:
             return msg
         self._executing(request)
         try:
-            return await handler(request)
+            return self._observed(await handler(request))
         except Exception as e:
             self._failed(f"tool {request.tool_call.get('name')!r}", e)
             raise

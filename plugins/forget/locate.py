@@ -16,6 +16,7 @@ from typing import Any
 from unsee.middleware.graph import ProvenanceGraph
 
 from .event import RevocationEvent
+from .plan import observed_entries
 from .ports import SessionReader
 
 
@@ -36,6 +37,7 @@ def locate(sessions: SessionReader, session: Any, event: Any) -> Located | None:
     try:
         g = sessions.graph(session)
         hit = g.locate(event.target, event.source)
-        return Located(g, g.get(hit.artifact_id), frozenset(g.taint(hit)))
+        entries = observed_entries(g, event.target, hit, event.source)
+        return Located(g, g.get(hit.artifact_id), frozenset(g.taint(sorted(entries))))
     except Exception:
         return None

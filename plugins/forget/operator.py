@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from unsee.middleware.errors import AmbiguousTarget, IncompleteSession, InvalidArgument, RecordsBehind
@@ -20,15 +21,16 @@ from unsee.middleware.errors import AmbiguousTarget, IncompleteSession, InvalidA
 from unsee.middleware import faults
 from .baselines import apply_edit
 from .behind import unrecorded_messages, with_inputs_from_state
-from .commit import commit, finish_commit
+from .commit import commit, finish_commit, prepare
 from .decide import SIDE_EFFECT_POLICIES, SideEffectPolicy
-from .errors import AgentUnknown, IfcNotEnabled
+from .errors import AgentUnknown, CommitInterrupted, IfcNotEnabled
 from .event import RevocationEvent
-from .plan import ReplayPlan, describe, make_plan
+from .plan import ReplayPlan, describe, make_plan, observed_entries
 from .ports import ForgetContext
 from .replay import abandon, clear_scratch, is_scratch_thread, run_replay, scratch_thread
 from .trace import phase, record_superseded
-from .report import ForgetPlan, ForgetReport, SideEffect, TransitionOutcome
+from .preflight import check_replayable, live_state
+from .report import ForgetPlan, ForgetReport, SideEffect, StepError, TransitionOutcome
 from .sanitize import sanitize, sanitize_value
 from .strategy import Strategy
 from .thread import has_checkpoint
@@ -102,6 +104,44 @@ def _fork_available(agent: Any, session: str):
     return available
 
 
+def _unfinished(errors: list[StepError]) -> str:
+    return ("committed: the session holds the counterfactual, but the commit's last steps did not finish "
+            f"({errors[0].message}); the next forget of this session, or this event again, finishes them "
+            "(its record is not erased until then)")
+
+
+def _numerics_differ(model: Any, g: Any, plan: ReplayPlan, session: str) -> str | None:
+    """A note when the local model's numerics now (``numerics(session)``: what its logits depend on,
+    backend, kernels, versions) differ from those the replayed turns were recorded with: a decoded
+    token can then differ from the original run's at a near-tie, and the report says so. None when
+    they agree, or no turn recorded any (another model)."""
+    numerics = getattr(model, "numerics", None)
+    if not callable(numerics):
+        return None
+    recorded = {str(a.attrs["numerics"]) for t in plan.model_turns
+                if t.artifact_id in g and (a := g.get(t.artifact_id)).attrs.get("numerics")}
+    if not recorded:
+        return None
+    try:
+        current = str(numerics(session))
+    except Exception:  # (an observer: the note is best effort)
+        return None
+    if not (other := sorted(recorded - {current})):
+        return None
+    return (f"the local model's numerics differ from those the replayed turns were recorded with "
+            f"(recorded {', '.join(other)}; now {current}): a decoded token can differ from the original "
+            "run's at a near-tie")
+
+
+def _earlier_sources(g: Any, plan: ReplayPlan, target: str) -> list[str]:
+    """Where the record shows ``target`` entered before this forget's entry (kept in the prefix)."""
+    out: dict[str, None] = {}
+    for a in g.occurrences(target):
+        if a.is_observation and a.seq < plan.entry.seq:
+            out[f"{a.source_ids[0] if a.source_ids else a.type.value} ({a.id}, turn {a.turn})"] = None
+    return list(out)
+
+
 class Forgetter:
     """The forget operator over the ports of a ``ForgetContext`` (never the facade)."""
 
@@ -120,13 +160,18 @@ class Forgetter:
         return agent
 
     def recover(self, session: str, agent: Any | None = None) -> list[str]:
-        """Roll forward every commit of ``session`` that was begun but not finished."""
+        """Roll forward every commit of ``session`` that was begun but not finished; a commit whose
+        remaining steps fail again raises ``CommitInterrupted`` (nothing of the forget that called
+        this has begun)."""
         done = []
         pending = self.ctx.records.pending_commits(session)
         if pending:
             agent = self._agent(session, agent)
             for event_id, *_ in pending:
-                if finish_commit(self.ctx, agent, session, event_id):
+                errors = finish_commit(self.ctx, agent, session, event_id)
+                if errors:
+                    raise CommitInterrupted(session, event_id, RuntimeError(errors[0].message))
+                if errors is not None:
                     done.append(event_id)
         return done
 
@@ -144,8 +189,9 @@ class Forgetter:
             if len(sources) > 1:
                 raise AmbiguousTarget(sources)
         hit = g.locate(event.target, event.source)  # TargetNotFound / InvalidArgument
+        entries = observed_entries(g, event.target, hit, event.source)
         runs = self.ctx.runs
-        plan = make_plan(g, hit, g.taint(hit), strategy,
+        plan = make_plan(g, hit, g.taint(sorted(entries)), strategy, entries=entries,
                          fork_available=_fork_available(agent or runs.agents.get(session) or runs.last_agent, session))
         return with_inputs_from_state(plan, session, missing) if missing else plan
 
@@ -164,14 +210,17 @@ class Forgetter:
 
     def forget(self, session: str, event: RevocationEvent, strategy: Strategy | str = Strategy.B7, *,
                agent: Any | None = None, dry_run: bool = False, commit_result: bool = True, wait: bool = True,
-               side_effects: SideEffectPolicy = "defer") -> ForgetReport | ForgetPlan:
+               side_effects: SideEffectPolicy = "defer",
+               erasure: Callable[[Any, str], list[str]] | None = None) -> ForgetReport | ForgetPlan:
         """Forget ``event.target`` in ``session`` (see the module docstring). The whole forget
-        holds the session: no run of the agent, in this process or another, interleaves."""
+        holds the session: no run of the agent, in this process or another, interleaves.
+        ``erasure``: the erasure that follows a committed replay, asked before the replay why it
+        could not rewrite the thread (``preflight.check_replayable``); None: no erasure follows."""
         validate_forget_args(session, event, strategy, agent=agent, side_effects=side_effects,
                              dry_run=dry_run, commit=commit_result, wait=wait)
         with self.ctx.runs.exclusive(session, wait=wait):
             return self._forget(session, event, strategy, agent=agent, dry_run=dry_run,
-                                commit_result=commit_result, side_effects=side_effects)
+                                commit_result=commit_result, side_effects=side_effects, erasure=erasure)
 
     def _forget(
         self,
@@ -183,6 +232,7 @@ class Forgetter:
         dry_run: bool = False,
         commit_result: bool = True,
         side_effects: SideEffectPolicy = "defer",
+        erasure: Callable[[Any, str], list[str]] | None = None,
     ) -> ForgetReport | ForgetPlan:
         ctx = self.ctx
         spec = Strategy.parse(strategy).spec
@@ -191,13 +241,18 @@ class Forgetter:
         state = ctx.records.commit_state(event.event_id)
         if state is not None:  # the event id is an idempotency key
             t0 = time.perf_counter()
+            errors = []
+            agent = self._agent(session, agent)
             if state != "done":
-                finish_commit(ctx, self._agent(session, agent), session, event.event_id)
+                errors = finish_commit(ctx, agent, session, event.event_id) or []
+            elif spec.replays:
+                live_state(agent, session)  # (the erasure that follows goes through this agent's saver)
             return ForgetReport(session_id=session, strategy=spec.code, event_id=event.event_id,
                                 target_hash=ctx.hasher.hash(event.target), tau=0, closure_size=0,
                                 checkpoint_id=None, checkpoint_kind=None, committed=True,
-                                wall_time_s=time.perf_counter() - t0,
-                                notes=["finished a commit interrupted earlier" if state != "done"
+                                wall_time_s=time.perf_counter() - t0, errors=errors,
+                                notes=[_unfinished(errors) if errors else
+                                       "finished a commit interrupted earlier" if state != "done"
                                        else "this event was already applied"])
         self.recover(session, agent)
         with phase("plan"):
@@ -221,6 +276,12 @@ class Forgetter:
             return ForgetReport(**base, committed=spec.commits, wall_time_s=time.perf_counter() - t0,
                                 notes=notes)
         agent = self._agent(session, agent)
+        g = ctx.sessions.graph(session)
+        with phase("check"):
+            live = check_replayable(agent, session, g, plan, erasure=erasure if commit_result else None,
+                                    inputs_from_state=ctx.sessions.session(session).run_died)
+        faults.point("check")
+        errors: list[StepError] = []
         try:
             with phase("replay"):
                 outcome = run_replay(ctx, agent, plan, event, side_effects)
@@ -232,7 +293,14 @@ class Forgetter:
             committed = False
             if commit_result:
                 with phase("commit"):
-                    commit(ctx, agent, plan, outcome, event)
+                    try:
+                        state = prepare(ctx, agent, plan, outcome, event, session_messages=len(live.messages),
+                                        earlier_sources=lambda: _earlier_sources(g, plan, event.target))
+                        faults.point("commit:checked")
+                    except BaseException:
+                        abandon(ctx, outcome)
+                        raise
+                    errors = commit(ctx, agent, plan, outcome, event, state)
                 committed = True
             else:
                 abandon(ctx, outcome)
@@ -244,6 +312,10 @@ class Forgetter:
         notes = []
         if st.diverged_at:
             notes.append(f"the counterfactual diverged from the record at {st.diverged_at}")
+        if errors:
+            notes.append(_unfinished(errors))
+        if differs := _numerics_differ(ctx.cache(), g, plan, session):
+            notes.append(differs)
         return ForgetReport(
             **base,
             **st.counts.model_dump(),
@@ -255,6 +327,8 @@ class Forgetter:
             committed=committed,
             scratch_thread=outcome.scratch,
             notes=notes,
+            errors=errors,
+            erased_clean=False if errors else None,
             outcome=TransitionOutcome(decoded=st.decoded_ids, rematerialised=st.rematerialised_ids,
                                       from_record=st.from_record_ids,
                                       executed=[f"{name}:{cid}" for name, cid in st.executed_calls]),

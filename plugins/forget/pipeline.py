@@ -34,7 +34,7 @@ from .event import RevocationEvent
 from .locate import Located, locate
 from .operator import Forgetter, validate_forget_args
 from .ports import RevocationContext
-from .report import ForgetPlan, ForgetReport
+from .report import ForgetPlan, ForgetReport, StepError
 from .spread import Spread, spread_from
 from .trace import emit, failed_spans, forget_spans, phase, timing
 
@@ -70,8 +70,7 @@ class RevocationPipeline:
         except Exception as exc:
             self._trace_failure(session, event, strategy, t, exc)
             raise
-        self._trace(report, t, event)
-        return report
+        return self._trace(report, t, event)
 
     def _run(self, session: str, event: RevocationEvent, strategy: str, agent: Any, commit: bool, wait: bool,
              side_effects: str, erase: bool, scope: str) -> ForgetReport:
@@ -79,10 +78,10 @@ class RevocationPipeline:
             located = locate(self.ctx.forget.sessions, session, event)
             reached = self._spread(session, event, located)
         report = self.forgetter.forget(session, event, strategy, agent=agent, commit_result=commit, wait=wait,
-                                       side_effects=side_effects)
+                                       side_effects=side_effects, erasure=self._erasure_check(erase))
         if not reached or scope == "session" or not report.committed:
             report = self._erase(report, session, event, agent, erase)
-            self._keep_record(report, event, located)
+            report = self._keep_record(report, event, located)
             named = [f"{r.session_id} (via {r.via_key})" for r in reached]
             return report.model_copy(update={"other_sessions": named}) if named else report
         done, left = [(session, event, report)], []
@@ -101,14 +100,22 @@ class RevocationPipeline:
         # affected session is erased, so the receipts are made again after the last one.
         for _ in range(2 if erase and len(done) > 1 else 1):
             done = [(s, ev, self._erase(rep, s, ev, agent, erase)) for s, ev, rep in done]
-        self._keep_record(done[0][2], event, located)
-        return done[0][2].model_copy(update={"also_forgotten": [rep for _, _, rep in done[1:]],
-                                             "other_sessions": left})
+        first = self._keep_record(done[0][2], event, located)
+        return first.model_copy(update={"also_forgotten": [rep for _, _, rep in done[1:]], "other_sessions": left})
 
     def _spread(self, session: str, event: RevocationEvent, located: Located | None) -> list[Spread]:
         if located is None:
             return []
         return spread_from(self.ctx.forget.sessions, session, event.target, located.closure, located.graph)
+
+    def _erasure_check(self, erase: bool) -> Any:
+        """The erasure's own check of a thread, for the forget to ask before it changes anything
+        (None: this forget does not erase, or the pipeline has no erasure)."""
+        if not erase or self.ctx.erasure() is None:
+            return None
+        from unsee.plugins.erasure import erasure_blockers
+
+        return erasure_blockers
 
     def _erase(self, report: ForgetReport, session: str, event: RevocationEvent, agent: Any,
                erase: bool) -> ForgetReport:
@@ -119,18 +126,20 @@ class RevocationPipeline:
             return report
         with phase("erase"):
             return erase_after(erasure, self.ctx.flush, report, session, event,
-                               self.forgetter.agent_for(session, agent), erase)
+                               lambda: self.forgetter.agent_for(session, agent), erase)
 
-    def _trace(self, report: ForgetReport, t: Any, event: RevocationEvent) -> None:
+    def _trace(self, report: ForgetReport, t: Any, event: RevocationEvent) -> ForgetReport:
         """The forget's own trace (``trace.py``), sent once it is over. An observer: a failure to
-        send it is logged, never raised into the forget."""
+        send it is logged and put on the report, never raised into the forget."""
         tracer = self.ctx.tracer()
         if tracer is None:
-            return
+            return report
         try:
             emit(tracer, forget_spans(report, t, raised_by=event.raised_by))
-        except Exception:
+        except Exception as e:
             log.warning("could not emit the trace of forget %s", report.event_id, exc_info=True)
+            return _with_error(report, StepError.of("trace", e))
+        return report
 
     def _trace_failure(self, session: str, event: RevocationEvent, strategy: str, t: Any,
                        exc: Exception) -> None:
@@ -145,13 +154,19 @@ class RevocationPipeline:
         except Exception:
             log.warning("could not emit the trace of failed forget %s", event.event_id, exc_info=True)
 
-    def _keep_record(self, report: ForgetReport, event: RevocationEvent, located: Located | None) -> None:
+    def _keep_record(self, report: ForgetReport, event: RevocationEvent, located: Located | None) -> ForgetReport:
         """What ``unsee view --event`` shows of this forget. An observer: a failure to write it
-        is logged, never raised into the forget."""
+        is logged and put on the report, never raised into the forget."""
         keeper = self.ctx.records
         if keeper is None or located is None or report.outcome is None:
-            return  # (only a replay has transitions to show; an edit's report says what it did)
+            return report  # (only a replay has transitions to show; an edit's report says what it did)
         try:
             keeper.keep(report, located.graph, located.entry, located.closure, event.raised_by)
-        except Exception:
+        except Exception as e:
             log.warning("could not keep the record of forget %s for unsee view", report.event_id, exc_info=True)
+            return _with_error(report, StepError.of("view record", e))
+        return report
+
+
+def _with_error(report: ForgetReport, error: StepError) -> ForgetReport:
+    return report.model_copy(update={"errors": [*report.errors, error]})

@@ -85,6 +85,14 @@ class ReplayPlan:
     transitions: int
     fork_seq: int
     calls_by_id: dict[str, RecordedCall] = field(default_factory=dict)
+    #: every observation the counterfactual removes the target from: the entry and each later
+    #: observation that holds it again (a second read of the same record, the user repeating
+    #: it); empty means the entry alone
+    entries: frozenset[str] = frozenset()
+
+    def sanitizes(self, artifact_id: str | None) -> bool:
+        """Whether the replay gives this recorded observation without the target."""
+        return artifact_id is not None and (artifact_id == self.entry.id or artifact_id in self.entries)
 
     def fired_external(self) -> list[RecordedCall]:
         return [c for t in self.model_turns for c in t.calls
@@ -129,10 +137,27 @@ def fork_point(g: ProvenanceGraph, tau: int, available: Callable[[Checkpoint], b
     return None
 
 
+def observed_entries(g: ProvenanceGraph, target: str, hit: Hit, source: str | None = None) -> frozenset[str]:
+    """The observations (user inputs, tool returns, memory reads) holding ``target`` at or after
+    its entry, the entry included, whatever their source.
+
+    The counterfactual is the session where the target was never seen: it is removed from the
+    observation it entered through and from every later one that holds it again (the same
+    record read twice, the user repeating it), and I(z) is what any of them reached. An earlier
+    observation (before the entry a ``source=`` named) stays in the clean prefix: the
+    commit's target check then refuses, naming it. ``source``: the one ``hit`` was located with
+    (its occurrences are that source's only; None: they are every occurrence already)."""
+    entry = g.get(hit.artifact_id)
+    found = (g.get(a) for a in hit.occurrences) if source is None else iter(g.occurrences(target))
+    return frozenset([entry.id, *(a.id for a in found if a.is_observation and a.seq >= entry.seq)])
+
+
 def make_plan(g: ProvenanceGraph, hit: Hit, closure: frozenset[str], strategy: Strategy | str, *,
-              fork_available: Callable[[Checkpoint], bool] | None = None) -> ReplayPlan:
+              fork_available: Callable[[Checkpoint], bool] | None = None,
+              entries: frozenset[str] = frozenset()) -> ReplayPlan:
     """``fork_available``: whether a checkpoint's LangGraph checkpoint is still in the saver (None:
-    assume every one is)."""
+    assume every one is). ``entries``: the observations the replay removes the target from
+    (:func:`observed_entries`; empty: the entry alone); ``closure`` must hold what they reach."""
     spec = Strategy.parse(strategy).spec  # UnknownStrategy
     entry = g.get(hit.artifact_id)
     cp = fork_point(g, hit.step, fork_available) if spec.forks_at_checkpoint else None
@@ -165,6 +190,7 @@ def make_plan(g: ProvenanceGraph, hit: Hit, closure: frozenset[str], strategy: S
         transitions=transitions,
         fork_seq=fork_seq,
         calls_by_id=calls,
+        entries=entries,
     )
 
 

@@ -24,6 +24,7 @@ from unsee.middleware.records import ArtifactType
 from unsee.sandbox.errors import SandboxError
 
 from unsee.middleware import faults
+from .derived import Seed, messages_digest
 from .errors import ReplayFailed, ReplayIncomplete
 from .event import RevocationEvent
 from .interceptor import ReplayInterceptor, SideEffectPolicy
@@ -46,6 +47,8 @@ class ReplayOutcome:
     overlay: StoreOverlay | None
     store: RecordingStore | None
     since_ns: int
+    #: what the scratch thread was seeded with (the commit checks its state grew from it)
+    seed: Seed = Seed(None, messages_digest([]), 0)
 
 
 SCRATCH_MARK = "~cf-"
@@ -77,11 +80,11 @@ def _memory_replacement(plan: ReplayPlan, store: RecordingStore | None, target: 
     return {(ns, key): sanitize_value(item.value if item else None, target)}
 
 
-def fork_state(agent: Any, plan: ReplayPlan, scratch: str) -> None:
+def fork_state(agent: Any, plan: ReplayPlan, scratch: str) -> Seed:
     """Seed the scratch thread with the agent state at the fork checkpoint (before its turn's input)."""
     cp = plan.checkpoint
     if cp is None or not cp.langgraph_checkpoint_id or not cp.prompt_manifest:
-        return  # fork at an empty state (session start or B5)
+        return Seed(None, messages_digest([]), 0)  # fork at an empty state (session start or B5)
     cfg = thread_cfg(cp.langgraph_thread_id or plan.session_id, checkpoint_id=cp.langgraph_checkpoint_id)
     snap = agent.get_state(cfg)
     keep = set(cp.prompt_manifest)
@@ -90,7 +93,9 @@ def fork_state(agent: Any, plan: ReplayPlan, scratch: str) -> None:
         m for m in values.get("messages", [])
         if artifact_of(plan.session_id, m) in keep
     ]
-    agent.update_state(thread_cfg(scratch), values)
+    written = agent.update_state(thread_cfg(scratch), values)
+    head = ((written or {}).get("configurable") or {}).get("checkpoint_id")
+    return Seed(head, messages_digest(values["messages"]), len(values["messages"]))
 
 
 def _crop_cache(ctx: ForgetContext, plan: ReplayPlan) -> None:
@@ -164,7 +169,7 @@ _IN_FORK = "while forking the thread at its checkpoint (the agent's checkpointer
 
 
 def _restore(ctx: ForgetContext, agent: Any, plan: ReplayPlan, event: RevocationEvent,
-             scratch: str) -> tuple[RecordingStore | None, StoreOverlay | None, int]:
+             scratch: str) -> tuple[RecordingStore | None, StoreOverlay | None, int, Seed]:
     """Fork the session into ``scratch`` at the plan's checkpoint: its records and agent state,
     the memory store (an overlay, the tau item sanitized), the model's KV cache (cropped to the
     clean prefix) and the sandbox (restored into a shadow). Each step is a phase of the trace."""
@@ -182,7 +187,7 @@ def _restore(ctx: ForgetContext, agent: Any, plan: ReplayPlan, event: Revocation
     overlay = None
     try:
         with phase("restore.agent_state"):
-            fork_state(agent, plan, scratch)
+            seed = fork_state(agent, plan, scratch)
         if store is not None:
             with phase("restore.memory"):
                 replacement = _memory_replacement(plan, store, event.target)
@@ -198,7 +203,7 @@ def _restore(ctx: ForgetContext, agent: Any, plan: ReplayPlan, event: Revocation
         snapshot = plan.checkpoint.env_snapshot_id if plan.checkpoint else None
         with phase("restore.sandbox", **({"snapshot": snapshot} if snapshot else {})):
             ctx.environments.begin_replay(scratch, session, snapshot)
-    return store, overlay, failures0
+    return store, overlay, failures0, seed
 
 
 def run_replay(ctx: ForgetContext, agent: Any, plan: ReplayPlan, event: RevocationEvent,
@@ -209,16 +214,17 @@ def run_replay(ctx: ForgetContext, agent: Any, plan: ReplayPlan, event: Revocati
     session = plan.session_id
     scratch = scratch_thread(session, event, plan.strategy)
     with phase("restore"):
-        store, overlay, failures0 = _restore(ctx, agent, plan, event, scratch)
+        store, overlay, failures0, seed = _restore(ctx, agent, plan, event, scratch)
     since = plan.checkpoint.created_ns if plan.checkpoint is not None else 0
-    outcome = ReplayOutcome(scratch, ReplayInterceptor(plan, event.target, side_effects), overlay, store, since)
+    outcome = ReplayOutcome(scratch, ReplayInterceptor(plan, event.target, side_effects), overlay, store, since,
+                            seed)
     ctx.runs.interceptors.install(scratch, outcome.interceptor)
     turn = None
     try:
         for turn in plan.turns:
             msgs = []
             for i in plan.inputs.get(turn, ()):
-                if i.artifact_id == plan.entry.id:
+                if plan.sanitizes(i.artifact_id):
                     msgs.append(HumanMessage(content=sanitize(i.text, event.target)))
                 else:
                     msgs.append(HumanMessage(content=i.text, id=i.message_id))

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .strategy import STRATEGIES
 
-__all__ = ["STRATEGIES", "ForgetPlan", "ForgetReport", "ReplayCounts", "SideEffect", "TransitionOutcome"]
+__all__ = ["STRATEGIES", "ForgetPlan", "ForgetReport", "ReplayCounts", "SideEffect", "StepError", "TransitionOutcome"]
 
 
 class SideEffect(BaseModel):
@@ -25,6 +25,22 @@ class SideEffect(BaseModel):
     call_artifact_id: str | None = None
     result: str | None = None
     status: Literal["orphaned", "deferred", "deduplicated", "executed", "awaiting_approval"]
+
+
+class StepError(BaseModel):
+    """A step that failed after the commit: the forget is committed and reports it here instead
+    of raising (``step``: "commit" for the commit's own bookkeeping, which rolls forward at the
+    next forget of the session, "erase", "view record", "trace"; ``error``: the exception's type)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    step: str
+    error: str
+    message: str
+
+    @classmethod
+    def of(cls, step: str, exc: BaseException) -> "StepError":
+        return cls(step=step, error=type(exc).__name__, message=" ".join(str(exc).split()) or type(exc).__name__)
 
 
 class ForgetPlan(BaseModel):
@@ -113,3 +129,6 @@ class ForgetReport(ReplayCounts):
     also_held_by: dict[str, int] = Field(default_factory=dict)
     #: a replay's transitions by outcome (None for strategies that do not replay)
     outcome: TransitionOutcome | None = None
+    #: what failed after the commit (a committed forget never raises: it says so here, and
+    #: ``erased_clean`` is False when the record could not be erased)
+    errors: list[StepError] = Field(default_factory=list)

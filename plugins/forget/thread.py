@@ -54,6 +54,31 @@ def has_checkpoint(saver: Any, thread: str, checkpoint_id: str, checkpoint_ns: s
     return None
 
 
+def parent_ids(saver: Any, thread: str) -> dict[str, str | None]:
+    """checkpoint id -> parent id of the thread's root-namespace checkpoints, read without
+    loading them on a plain ``InMemorySaver`` (its dicts) or ``SqliteSaver`` (one indexed query);
+    any other saver lists the thread through its API (each checkpoint decoded)."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    if type(saver) is InMemorySaver:
+        return {cid: parent for cid, (_, _, parent) in saver.storage.get(thread, {}).get("", {}).items()}
+    try:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+    except ImportError:  # (the SQLite saver is an optional package)
+        SqliteSaver = None
+    if SqliteSaver is not None and type(saver) is SqliteSaver:
+        with saver.cursor(transaction=False) as cur:
+            cur.execute("SELECT checkpoint_id, parent_checkpoint_id FROM checkpoints WHERE thread_id = ? "
+                        "AND checkpoint_ns = ''", (str(thread),))
+            return {cid: parent for cid, parent in cur.fetchall()}
+    out = {}
+    for t in saver.list({"configurable": {"thread_id": thread, "checkpoint_ns": ""}}):
+        conf = t.config["configurable"]
+        if not conf.get("checkpoint_ns"):
+            out[conf["checkpoint_id"]] = ((t.parent_config or {}).get("configurable") or {}).get("checkpoint_id")
+    return out
+
+
 def delete_thread(agent: Any, thread: str) -> None:
     """Remove the thread's LangGraph checkpoints (when the checkpointer can)."""
     saver = getattr(agent, "checkpointer", None)

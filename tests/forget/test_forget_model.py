@@ -78,3 +78,19 @@ def _b7_equals_b5(tmp_path, local_model, temperature):
     assert b7 == b5
     assert r7.tokens_decoded <= r5.tokens_decoded
     assert r7.model_turns_decoded <= r5.model_turns_decoded
+
+
+def test_each_model_turn_records_its_numerics_and_a_replay_under_others_says_so(tmp_path, local_model, monkeypatch):
+    """The local model's numerics fingerprint (what its logits depend on) is recorded with each
+    model turn; a replay whose runtime has another one notes it on the report."""
+    u, agent, m, thread = _session(tmp_path, "numerics", local_model, 0.0)
+    turns = [a for a in u.graph(thread) if a.type.value == "model_turn" and not a.attrs.get("unobserved")]
+    assert turns and {a.attrs.get("numerics") for a in turns} == {m.numerics(thread)}
+    report = u.forget(thread, RevocationEvent(target=SECRET), erase=False)
+    assert not any("numerics differ" in n for n in report.notes)
+    u2, agent2, m2, thread2 = _session(tmp_path, "numerics-2", local_model, 0.0)
+    monkeypatch.setattr(type(m2), "numerics", lambda self, session=None: "backend=cpu;kernels=other")
+    report = u2.forget(thread2, RevocationEvent(target=SECRET), erase=False)
+    assert report.committed and any("numerics differ" in n and "kernels=other" in n for n in report.notes)
+    u.close()
+    u2.close()

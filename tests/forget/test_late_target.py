@@ -74,9 +74,11 @@ def test_b7_loads_the_session_state_only_to_fork_and_write_back(tmp_path):
         assert report.committed
         if strategy == "B7":
             assert report.checkpoint_kind == "turn"
-            # the fork checkpoint (fork_state) and the write-back (update_state): nothing else; before,
-            # the fork's existence check and the commit's mark each loaded a whole state too
-            assert saver.loads["t1"] == 2, saver.loads
+            # the check before anything changes (the live state: the agent's checkpointer holds the
+            # thread, no interrupt pending, no input the records lack), the fork checkpoint
+            # (fork_state) and the write-back (update_state): nothing else; before, the fork's
+            # existence check and the commit's mark each loaded a whole state too
+            assert saver.loads["t1"] == 3, saver.loads
         worlds[strategy] = _live(agent)
         assert SECRET not in repr(worlds[strategy])
         u.close()

@@ -70,6 +70,22 @@ def test_a_failing_record_keeper_is_logged_and_never_fails_the_forget(tmp_path, 
     report = RevocationPipeline(_ctx(u, records=Keeper(fail=True))).run("s", RevocationEvent(target=SECRET))
     assert report.committed
     assert any("could not keep the record" in r.getMessage() for r in caplog.records)
+    # committed: the failure is the report's, never an exception
+    assert [(e.step, e.error) for e in report.errors] == [("view record", "OSError")]
+
+
+def test_a_failing_erasure_after_the_commit_is_on_the_report_never_raised(tmp_path):
+    u, agent, store = _session(tmp_path)
+
+    class Broken:  # an erasure context whose every read fails (e.g. its home went read-only)
+        def __getattr__(self, name):
+            raise PermissionError(f"erasure context: {name} unavailable")
+
+    report = RevocationPipeline(_ctx(u, erasure=lambda: Broken(), flush=u.flush)).run("s",
+                                                                                  RevocationEvent(target=SECRET))
+    assert report.committed and report.erased_clean is False
+    assert report.errors and report.errors[0].step == "erase"
+    assert SECRET not in str(state_of(agent, store, "s"))
 
 
 def test_locate_returns_none_where_the_forget_will_refuse(tmp_path):

@@ -1,0 +1,179 @@
+"""Derived-only commits: the state a replay left on its scratch thread, checked before the commit.
+
+The commit writes one thing into the session's thread: the final state of the
+replay's scratch thread. It may write it only if the replay derived it:
+
+- the scratch thread exists in the agent's checkpointer and holds a state
+  (a roll-forward through another graph reads an empty one);
+- it is not empty where the session is not;
+- its history starts at the seed the fork wrote, and the seed holds the fork
+  checkpoint's messages verbatim and in order (``Seed``: their digest, taken
+  from the session's checkpoint when the fork was made);
+- the replay recorded every user input the session recorded after the fork;
+- no message the replay recorded has an id the session's prefix already gives
+  to another message (LangGraph merges messages by id: a model that returns a
+  message id twice replaces an earlier message, and the records would clash);
+- the target is nowhere in it: every state key (messages, files, todos,
+  structured responses, any channel) and the memory items the commit would
+  write, in every form an audit looks for (``remaining_places``).
+
+Each check names what is wrong (``NotDerived``, ``TargetRemains``); nothing is
+journaled or written before they pass. The journal then names the scratch
+thread's head checkpoint: a roll-forward writes that state or nothing
+(``check_journaled``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from unsee.middleware.records import ArtifactType
+
+from .errors import AgentCannotReplay, NotDerived, TargetRemains
+from .plan import ReplayPlan
+from .thread import parent_ids, thread_cfg
+
+
+@dataclass(frozen=True)
+class Seed:
+    """What a scratch thread started from: the checkpoint ``fork_state`` wrote (None: an empty
+    seed, the replay starts from nothing) and the digest of its messages."""
+
+    checkpoint_id: str | None
+    digest: str
+    messages: int
+
+
+@dataclass(frozen=True)
+class ScratchState:
+    """The scratch thread's final state, as checked: what the commit writes."""
+
+    head: str
+    values: dict[str, Any]
+
+
+def messages_digest(messages: Sequence[Any]) -> str:
+    """A digest of messages as the state holds them: type, id, content and tool calls, in order."""
+    h = hashlib.sha256()
+    for m in messages:
+        calls = [(c.get("name"), c.get("args"), c.get("id")) for c in getattr(m, "tool_calls", None) or []]
+        h.update(json.dumps([type(m).__name__, getattr(m, "id", None), getattr(m, "content", None), calls],
+                            sort_keys=True, default=str).encode())
+        h.update(b"\x00")
+    return h.hexdigest()
+
+
+def head_of(agent: Any, thread: str) -> tuple[str | None, dict[str, Any]]:
+    """(the thread's latest checkpoint id, its values) through ``agent``; (None, {}) for no thread."""
+    snap = agent.get_state(thread_cfg(thread))
+    cid = ((getattr(snap, "config", None) or {}).get("configurable") or {}).get("checkpoint_id")
+    return cid, dict(getattr(snap, "values", None) or {})
+
+
+def _lineage(agent: Any, thread: str, head: str) -> list[str]:
+    """Checkpoint ids from ``head`` back to the thread's first, through the checkpointer."""
+    parent = parent_ids(agent.checkpointer, thread)
+    line, cid = [], head
+    while cid is not None and cid in parent and cid not in line:
+        line.append(cid)
+        cid = parent[cid]
+    return line
+
+
+def _checkpoint_messages(agent: Any, thread: str, checkpoint_id: str) -> list:
+    snap = agent.get_state(thread_cfg(thread, checkpoint_id=checkpoint_id))
+    return list((getattr(snap, "values", None) or {}).get("messages", []) or [])
+
+
+def check_derived(agent: Any, plan: ReplayPlan, scratch: str, seed: Seed, *, session_messages: int,
+                  fork_records: tuple[list[tuple[str, str]], list[str]], event_id: str) -> ScratchState:
+    """The scratch thread's final state, if the replay derived it (module docstring); else
+    ``NotDerived`` naming every problem found. ``session_messages``: how many messages the
+    session's live state holds; ``fork_records``: the store's ``fork_records(scratch)``."""
+    session = plan.session_id
+    head, values = head_of(agent, scratch)
+    if head is None:
+        raise NotDerived(session, event_id, [f"the scratch thread {scratch!r} holds no state in the agent's "
+                                             "checkpointer"])
+    problems = []
+    msgs = list(values.get("messages", []) or [])
+    if session_messages and not msgs:
+        problems.append(f"it holds no message where the session holds {session_messages}")
+    if seed.checkpoint_id is not None:
+        line = _lineage(agent, scratch, head)
+        if not line or line[-1] != seed.checkpoint_id:
+            problems.append("its history does not start at the fork's seed checkpoint")
+        elif messages_digest(_checkpoint_messages(agent, scratch, seed.checkpoint_id)) != seed.digest:
+            problems.append("its seed does not hold the fork checkpoint's messages verbatim and in order")
+    own, clash = fork_records
+    recorded = {aid for aid, kind in own if kind == ArtifactType.USER_INPUT.value}
+    expected = [i for t in plan.turns for i in plan.inputs.get(t, ())]
+    kept = {i.artifact_id for i in expected if not plan.sanitizes(i.artifact_id)}
+    if missing := sorted(kept - recorded):
+        problems.append(f"the replay did not give {len(missing)} recorded user input(s) ({', '.join(missing[:5])})")
+    elif len(recorded) < len(expected):
+        problems.append(f"the replay gave {len(recorded)} user input(s) where the session recorded {len(expected)}")
+    if clash:
+        problems.append(f"the replay's model returned message id(s) the session's earlier messages already have "
+                        f"({', '.join(clash[:5])}): LangGraph merges messages by id, so a reply would replace an "
+                        "earlier message; a chat model must give each reply an id of its own")
+    if problems:
+        raise NotDerived(session, event_id, problems)
+    return ScratchState(head, values)
+
+
+def remaining_places(values: dict[str, Any], memory: Iterable[tuple[Any, str, Any]], target: str) -> list[str]:
+    """Where ``target`` is in a state's ``values`` (each key; for messages, which ones) and in the
+    memory items ``memory`` ((namespace, key, value)), in every form an audit looks for."""
+    from unsee.plugins.erasure import holds_target, value_text
+
+    out = []
+    for key in sorted(values):
+        value = values[key]
+        if key == "messages" and isinstance(value, list):
+            hits = [f"#{n} {type(m).__name__}" for n, m in enumerate(value) if holds_target(value_text(m), target)]
+            if hits:
+                out.append(f"state key 'messages' ({', '.join(hits[:5])}{', ...' if len(hits) > 5 else ''})")
+        elif holds_target(value_text(value), target):
+            out.append(f"state key {key!r}")
+    items = [f"{'/'.join(map(str, ns))}:{k}" for ns, k, v in memory if holds_target(value_text(v), target)]
+    if items:
+        out.append(f"memory item(s) {', '.join(items[:5])}")
+    return out
+
+
+def check_target_gone(state: ScratchState, memory: Iterable[tuple[Any, str, Any]], plan: ReplayPlan,
+                      event: Any, earlier_sources: list[str]) -> None:
+    """``TargetRemains`` when the counterfactual still holds ``event.target`` anywhere the commit
+    would write it; ``earlier_sources``: where the record shows it entered before the entry this
+    forget starts from (kept verbatim in the clean prefix)."""
+    places = remaining_places(state.values, memory, event.target)
+    if places:
+        raise TargetRemains(plan.session_id, event.event_id, places, earlier_sources)
+
+
+def check_journaled(agent: Any, session: str, scratch: str, journal: dict[str, Any]) -> ScratchState:
+    """A roll-forward's check: ``agent`` reads the scratch thread the commit was journaled with, at
+    the head the first attempt checked; else ``AgentCannotReplay`` naming the graph that can."""
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+    graph = journal.get("graph") or "the agent that ran the forget"
+    fix = f"finish it with that agent: u.forget(..., agent=<{graph}>) with the same event"
+    if not isinstance(getattr(agent, "checkpointer", None), BaseCheckpointSaver):
+        raise AgentCannotReplay(session, f"the commit was journaled through {graph}, and this agent has no "
+                                         "checkpointer of its own (a subgraph or a worker)", fix)
+    head, values = head_of(agent, scratch)
+    want = journal.get("head")
+    if head is None or (want is not None and head != want):
+        seen = "holds no such thread" if head is None else f"holds it at another checkpoint ({head})"
+        raise AgentCannotReplay(session, f"the commit was journaled with scratch thread {scratch!r} written through "
+                                         f"{graph}, and this agent's checkpointer {seen}", fix)
+    return ScratchState(head, values)
+
+
+__all__ = ["ScratchState", "Seed", "check_derived", "check_journaled", "check_target_gone", "head_of",
+           "messages_digest", "remaining_places"]

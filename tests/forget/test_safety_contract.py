@@ -1,0 +1,193 @@
+"""The forget's safety contract, as properties over agent shapes, checkpointers and failures.
+
+Whatever the agent's shape (``agent_shapes.SHAPES``), its checkpointer (InMemory,
+SQLite, PostgreSQL) and wherever a forget or its erasure fails (every fault
+point, as a crash of the process or as a service failure), and whoever retries
+it (with ``agent=`` or without, or with a graph that cannot read the thread):
+
+- the live state is exactly the old one or exactly the counterfactual, B5
+  computed independently (the same shape run from scratch in a world that never
+  held the secret), in every state key;
+- a call that committed returned a report (never an exception), and a report
+  that says the record is erased clean means no file holds the secret;
+- a real side effect fired once in total, across the original run and every
+  replay;
+- shapes a replay cannot rebuild yet are refused before anything changes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langgraph.checkpoint.memory import InMemorySaver
+
+from agent_shapes import (REPLAYABLE, SECRET, SHAPES, TURNS, World, build, file_copies, normalized, reference, run,
+                          sqlite_saver)
+from unsee import RevocationEvent, Unsee
+from unsee.middleware.errors import InjectedCrash, UnseeError
+from unsee.middleware.faults import InjectedFailure, crash_at, fail_at
+from unsee.plugins.forget import AgentCannotReplay, ForgetRefused, UnsupportedSession
+
+#: every point a forget and its erasure pass, in order (``middleware.faults.STEPS``; a trailing
+#: ":" arms every point that starts so)
+STEPS = ("plan", "check", "fork", "replay:turn:", "replay:done", "commit:checked", "commit:begin",
+         "commit:state", "commit:store", "commit:records", "erase:langgraph.checkpoints", "erase:",
+         "erase:history:staged", "erase:history:swapping")
+SAVERS = ("memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres))
+
+
+class Case:
+    """One recorded session of a shape (thread "s"), its world, and its independent B5."""
+
+    def __init__(self, tmp: Path, shape: str, saver: str, turns=TURNS, pg_url: str | None = None):
+        self.tmp, self.shape, self.turns = tmp, shape, tuple(turns)
+        self.u = Unsee(home=tmp / "home")
+        self.world = World()
+        self.saver = self._saver(saver, "live", pg_url)
+        self.app = build(shape, self.world, middleware=lambda: [self.u.middleware()], checkpointer=self.saver)
+        run(self.app, "s", self.turns)
+        self.before = normalized(self.app, "s")
+        self.records = [a.id for a in self.u.graph("s")]
+        self.ref, self.ref_world = reference(shape, self.turns, self._saver(saver, "ref", pg_url))
+        self.fired = list(self.world.fired)
+
+    def _saver(self, kind: str, name: str, pg_url: str | None):
+        if kind == "memory":
+            return InMemorySaver()
+        if kind == "sqlite":
+            return sqlite_saver(self.tmp / f"{name}.sqlite")
+        import psycopg
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+
+        conn = psycopg.connect(pg_url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+        saver = PostgresSaver(conn)
+        saver.setup()
+        return saver
+
+    def forget(self, **kw):
+        return self.u.forget("s", RevocationEvent(target=SECRET, event_id="ev-1", **kw.pop("event", {})), **kw)
+
+    def now(self) -> dict:
+        return normalized(self.app, "s")
+
+    def side_effects_once(self) -> None:
+        """Every real side effect of the original run fired once in total (replays fired none)."""
+        assert self.world.fired == self.fired
+
+    def unchanged(self) -> None:
+        """The old state, and the old records."""
+        assert self.now() == self.before
+        assert [a.id for a in self.u.graph("s")] == self.records
+        self.side_effects_once()
+
+    def counterfactual(self, report) -> None:
+        """Exactly B5's state in every key, the secret nowhere in it, and with a clean erasure
+        nowhere in the files either."""
+        assert self.now() == self.ref
+        assert SECRET not in json.dumps(self.now())
+        self.side_effects_once()
+        if report.erased_clean:
+            assert file_copies([self.tmp / "home", *self.tmp.glob("live.sqlite*")], SECRET) == {}
+
+
+@pytest.fixture
+def pg(request):
+    """A fresh PostgreSQL database for the postgres saver cases (None for the others)."""
+    if "postgres" not in request.node.callspec.params.values():
+        return None
+    return request.getfixturevalue("pg_url")
+
+
+# -- shapes a replay can rebuild: B7 == B5, whatever fails where -------------------------------
+@pytest.mark.parametrize("saver", SAVERS)
+@pytest.mark.parametrize("shape", REPLAYABLE)
+def test_a_forget_reaches_the_independent_counterfactual(tmp_path, shape, saver, pg):
+    case = Case(tmp_path, shape, saver, pg_url=pg)
+    report = case.forget()
+    assert report.committed and report.errors == []
+    assert report.erased_clean is True
+    case.counterfactual(report)
+
+
+def _fault_then_retry(case: Case, step: str, crash: bool, retry_agent: bool) -> None:
+    """A forget with a fault at ``step``, checked; then retries until it reports, checked."""
+    inject = crash_at if crash else fail_at
+    with inject(step):
+        try:
+            report = case.forget()
+        except InjectedCrash:
+            report = None  # the process died there: whatever it left must be old or rolled forward
+        except (UnseeError, InjectedFailure) as e:  # a failure before the commit: the old state
+            assert not isinstance(e, InjectedCrash)
+            report = None
+            if not crash:
+                case.unchanged()
+    now = case.now()
+    assert now in (case.before, case.ref), "neither the old state nor the counterfactual"
+    case.side_effects_once()
+    if report is not None:  # it returned: it committed (and says what did not finish)
+        assert report.committed
+        case.counterfactual(report)
+        if step.startswith("erase") and not report.erased_clean:
+            assert report.errors and report.erased_clean is False
+    # A graph that cannot read the thread never finishes or starts it.
+    stranger = build(case.shape, World(), middleware=lambda: [case.u.middleware()], checkpointer=InMemorySaver())
+    with pytest.raises(ForgetRefused):
+        case.forget(agent=stranger)
+    assert case.now() == now
+    again = case.forget(agent=case.app) if retry_agent else case.forget()
+    assert again.committed and again.errors == []
+    if again.erased_clean is not True:  # (an erasure left unfinished by the fault: this event again finishes it)
+        again = case.forget()
+    assert again.erased_clean is True
+    case.counterfactual(again)
+
+
+@pytest.mark.parametrize("crash", [True, False], ids=["crash", "failure"])
+@pytest.mark.parametrize("step", STEPS)
+@pytest.mark.parametrize("saver", SAVERS)
+def test_a_fault_anywhere_leaves_the_old_state_or_the_counterfactual(tmp_path, saver, step, crash, pg):
+    _fault_then_retry(Case(tmp_path, "agent", saver, pg_url=pg), step, crash, retry_agent=step < "e")
+
+
+ACTIONS = st.sampled_from(["hello", "look at T2", "look at T3", "refund A7", "look at T2 and T3", "bye"])
+
+
+@st.composite
+def sessions(draw):
+    turns = draw(st.lists(ACTIONS, min_size=1, max_size=5))
+    turns.insert(draw(st.integers(0, len(turns))), "look at T1")  # the secret enters through a tool result
+    if draw(st.booleans()):
+        turns.append("look at T1 again")  # read again later: removed there too
+    return turns, draw(st.sampled_from(STEPS)), draw(st.booleans()), draw(st.sampled_from(["memory", "sqlite"]))
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=sessions())
+def test_property_on_random_sessions_and_faults(tmp_path_factory, case):
+    turns, step, crash, saver = case
+    c = Case(tmp_path_factory.mktemp("prop"), "agent", saver, turns=turns)
+    _fault_then_retry(c, step, crash, retry_agent=crash)
+
+
+# -- shapes a replay cannot rebuild yet: refused before anything changes ----------------------
+@pytest.mark.parametrize("saver", ["memory", "sqlite"])
+@pytest.mark.parametrize("shape", [s for s in SHAPES if s not in REPLAYABLE])
+def test_shapes_not_replayable_yet_are_refused_before_anything_changes(tmp_path, shape, saver):
+    case = Case(tmp_path, shape, saver)
+    checkpoint_bytes = {p: p.read_bytes() for p in tmp_path.glob("live.sqlite*")}
+    for kw in ({}, {"agent": case.app}, {"event": {"source": "tool:lookup"}},
+               {"agent": case.app, "event": {"source": "tool:lookup"}}):
+        with pytest.raises(UnseeError) as e:
+            case.forget(**kw)
+        assert not isinstance(e.value, InjectedCrash)
+        case.unchanged()
+    with pytest.raises((UnsupportedSession, AgentCannotReplay)):
+        case.forget(agent=case.app, event={"source": "tool:lookup"})
+    assert {p: p.read_bytes() for p in tmp_path.glob("live.sqlite*")} == checkpoint_bytes
+    assert not any("~cf-" in s.session_id for s in case.u.sessions())  # no scratch session left behind
