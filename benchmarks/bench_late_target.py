@@ -31,9 +31,11 @@ Two agents, the same sessions:
 Printed per agent and N: B7, the floor and unsee's part (medians [q1-q3]),
 then the ratio of the largest N to the smallest for each, against 2x (the
 figure is the ratio of the medians; its spread, the quartiles of the per-round
-ratios), the floor by step, then where unsee's part goes: the plan, the fork,
-the re-run turns and the commit each beyond the floor's same step, the view's
-record of the forget, the rest; and the cyclic collector's share of B7 and of
+ratios), the floor by step, then where unsee's part goes: the plan, the
+checks before anything changes, the fork, the re-run turns, the checks before
+the commit (the scratch state derived, the target in no state key) and the
+commit each beyond the floor's same step, the view's record of the forget, the
+rest; and the cyclic collector's share of B7 and of
 the floor. The harness's own objects (the recorded sessions it copies from)
 are frozen out of the collector (``gc.freeze``) once recorded: a process that
 forgets holds one session, not this harness's dozen.
@@ -185,8 +187,9 @@ def _phase_timers() -> Iterator[dict[str, float]]:
     from unsee.plugins.forget import operator, pipeline, replay
 
     spent: dict[str, float] = defaultdict(float)
-    patched = [(operator.Forgetter, "plan", "plan"), (replay, "fork_state", "fork"),
-               (operator, "run_replay", "replay"), (operator, "commit", "commit"),
+    patched = [(operator.Forgetter, "plan", "plan"), (operator, "check_replayable", "check"),
+               (replay, "fork_state", "fork"), (operator, "run_replay", "replay"),
+               (operator, "prepare", "pre-commit"), (operator, "commit", "commit"),
                (pipeline.RevocationPipeline, "_keep_record", "view record")]
     saved = []
     for owner, name, label in patched:
@@ -281,7 +284,8 @@ def _verdict(ratio: float) -> str:
 
 
 #: unsee's part split by step: each B7 step beyond the floor's same step, and B7's own steps
-PARTS = (("plan", None), ("fork", "fork"), ("turns", "turns"), ("commit", "commit"), ("view record", None))
+PARTS = (("plan", None), ("check", None), ("fork", "fork"), ("turns", "turns"), ("pre-commit", None),
+         ("commit", "commit"), ("view record", None))
 
 
 def report(kind: str, sizes: list[int], b7: dict, floor: dict, repeat: int, warm: bool) -> None:

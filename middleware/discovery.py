@@ -21,16 +21,23 @@ def _pregel_types() -> tuple[type, ...]:
     return (Pregel,)
 
 
-def _owns(graph: Any, middleware: Any) -> bool:
+def node_owners(graph: Any) -> list[Any]:
+    """The objects the graph's node functions are bound to (a ``create_agent``'s middleware
+    instances: each hook is a node), in node order."""
     builder = getattr(graph, "builder", None)
     nodes = getattr(builder, "nodes", None) or {}
+    out = []
     for spec in nodes.values():
         runnable = getattr(spec, "runnable", None)
         for attr in ("func", "afunc"):
-            fn = getattr(runnable, attr, None)
-            if getattr(fn, "__self__", None) is middleware:
-                return True
-    return False
+            owner = getattr(getattr(runnable, attr, None), "__self__", None)
+            if owner is not None:
+                out.append(owner)
+    return out
+
+
+def _owns(graph: Any, middleware: Any) -> bool:
+    return any(owner is middleware for owner in node_owners(graph))
 
 
 def _has_saver(graph: Any) -> bool:

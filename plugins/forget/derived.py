@@ -6,9 +6,10 @@ replay's scratch thread. It may write it only if the replay derived it:
 - the scratch thread exists in the agent's checkpointer and holds a state
   (a roll-forward through another graph reads an empty one);
 - it is not empty where the session is not;
-- its history starts at the seed the fork wrote, and the seed holds the fork
-  checkpoint's messages verbatim and in order (``Seed``: their digest, taken
-  from the session's checkpoint when the fork was made);
+- its history grows from the seed the fork wrote, and the fork checkpoint's
+  messages still in it are verbatim and in order (``Seed``: their ids and
+  fingerprints, taken from the session's checkpoint when the fork was made; a
+  compaction in the replay may have removed some);
 - the replay recorded every user input the session recorded after the fork;
 - no message the replay recorded has an id the session's prefix already gives
   to another message (LangGraph merges messages by id: a model that returns a
@@ -25,8 +26,6 @@ thread's head checkpoint: a roll-forward writes that state or nothing
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,11 +40,11 @@ from .thread import parent_ids, thread_cfg
 @dataclass(frozen=True)
 class Seed:
     """What a scratch thread started from: the checkpoint ``fork_state`` wrote (None: an empty
-    seed, the replay starts from nothing) and the digest of its messages."""
+    seed, the replay starts from nothing) and the fork checkpoint's messages it holds, each as
+    (id, fingerprint) in order (``message_prints``)."""
 
     checkpoint_id: str | None
-    digest: str
-    messages: int
+    messages: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -56,15 +55,11 @@ class ScratchState:
     values: dict[str, Any]
 
 
-def messages_digest(messages: Sequence[Any]) -> str:
-    """A digest of messages as the state holds them: type, id, content and tool calls, in order."""
-    h = hashlib.sha256()
-    for m in messages:
-        calls = [(c.get("name"), c.get("args"), c.get("id")) for c in getattr(m, "tool_calls", None) or []]
-        h.update(json.dumps([type(m).__name__, getattr(m, "id", None), getattr(m, "content", None), calls],
-                            sort_keys=True, default=str).encode())
-        h.update(b"\x00")
-    return h.hexdigest()
+def message_prints(messages: Sequence[Any]) -> tuple[tuple[str, int], ...]:
+    """(id, fingerprint) of each message, in order: the fingerprint hashes its type, content and
+    tool calls (a ``hash`` of text: compared within one process, never stored)."""
+    return tuple((str(getattr(m, "id", None)), hash((type(m).__name__, repr(getattr(m, "content", None)),
+                                                     repr(getattr(m, "tool_calls", None) or ())))) for m in messages)
 
 
 def head_of(agent: Any, thread: str) -> tuple[str | None, dict[str, Any]]:
@@ -84,11 +79,6 @@ def _lineage(agent: Any, thread: str, head: str) -> list[str]:
     return line
 
 
-def _checkpoint_messages(agent: Any, thread: str, checkpoint_id: str) -> list:
-    snap = agent.get_state(thread_cfg(thread, checkpoint_id=checkpoint_id))
-    return list((getattr(snap, "values", None) or {}).get("messages", []) or [])
-
-
 def check_derived(agent: Any, plan: ReplayPlan, scratch: str, seed: Seed, *, session_messages: int,
                   fork_records: tuple[list[tuple[str, str]], list[str]], event_id: str) -> ScratchState:
     """The scratch thread's final state, if the replay derived it (module docstring); else
@@ -103,12 +93,10 @@ def check_derived(agent: Any, plan: ReplayPlan, scratch: str, seed: Seed, *, ses
     msgs = list(values.get("messages", []) or [])
     if session_messages and not msgs:
         problems.append(f"it holds no message where the session holds {session_messages}")
-    if seed.checkpoint_id is not None:
-        line = _lineage(agent, scratch, head)
-        if not line or line[-1] != seed.checkpoint_id:
-            problems.append("its history does not start at the fork's seed checkpoint")
-        elif messages_digest(_checkpoint_messages(agent, scratch, seed.checkpoint_id)) != seed.digest:
-            problems.append("its seed does not hold the fork checkpoint's messages verbatim and in order")
+    if seed.checkpoint_id is not None and seed.checkpoint_id not in _lineage(agent, scratch, head):
+        problems.append("its history does not grow from the fork's seed checkpoint")
+    if changed := _prefix_changed(seed, msgs):
+        problems.append(changed)
     own, clash = fork_records
     recorded = {aid for aid, kind in own if kind == ArtifactType.USER_INPUT.value}
     expected = [i for t in plan.turns for i in plan.inputs.get(t, ())]
@@ -126,11 +114,31 @@ def check_derived(agent: Any, plan: ReplayPlan, scratch: str, seed: Seed, *, ses
     return ScratchState(head, values)
 
 
+def _prefix_changed(seed: Seed, messages: Sequence[Any]) -> str | None:
+    """What is wrong with the fork checkpoint's messages in the final state, if anything: each one
+    still there is verbatim (a later message with its id would have replaced it) and they keep
+    their order. A compaction may have removed some: that is a later step of the replay."""
+    prints = message_prints(messages)
+    now = dict(prints)
+    order = {mid: i for i, (mid, _) in enumerate(prints)}
+    kept = [(mid, fp) for mid, fp in seed.messages if mid in now]
+    if changed := [mid for mid, fp in kept if now[mid] != fp]:
+        return (f"message(s) of the clean prefix changed ({', '.join(changed[:5])}): a later message took their "
+                "id (LangGraph merges messages by id)")
+    at = [order[mid] for mid, _ in kept]
+    if at != sorted(at):
+        return "the clean prefix's messages are no longer in their order"
+    return None
+
+
 def remaining_places(values: dict[str, Any], memory: Iterable[tuple[Any, str, Any]], target: str) -> list[str]:
     """Where ``target`` is in a state's ``values`` (each key; for messages, which ones) and in the
     memory items ``memory`` ((namespace, key, value)), in every form an audit looks for."""
     from unsee.plugins.erasure import holds_target, value_text
 
+    memory = list(memory)
+    if not holds_target(value_text([values, [v for _, _, v in memory]]), target):
+        return []  # (the common case: one pass over the state's text)
     out = []
     for key in sorted(values):
         value = values[key]
@@ -176,4 +184,4 @@ def check_journaled(agent: Any, session: str, scratch: str, journal: dict[str, A
 
 
 __all__ = ["ScratchState", "Seed", "check_derived", "check_journaled", "check_target_gone", "head_of",
-           "messages_digest", "remaining_places"]
+           "message_prints", "remaining_places"]

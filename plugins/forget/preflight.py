@@ -5,8 +5,10 @@ writes the thread through the agent's checkpointer, and the erasure rewrites
 the thread's history. ``check_replayable`` refuses, with a typed error naming
 what is missing and how to supply it, before the scratch thread is made:
 
-- the agent owns the thread: it has a checkpointer and the checkpointer holds
-  the thread (a supervisor's worker or a subgraph has none: the graph the
+- the agent runs unsee's middleware (a replay is recorded and its calls
+  intercepted only through it: through another graph, tools would run again)
+  and owns the thread: it has a checkpointer and the checkpointer holds the
+  thread (a supervisor's worker or a subgraph has none: the graph the
   application invokes does);
 - the agent can replay every recorded input kind of the suffix: runs nested in
   another graph on the same thread (subagents, supervisor workers, swarm
@@ -31,6 +33,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
+from unsee.middleware.discovery import node_owners
 from unsee.middleware.graph import ProvenanceGraph
 from unsee.middleware.records import ArtifactType
 
@@ -98,6 +101,14 @@ def async_only_tools(agent: Any) -> list[str]:
     return sorted(set(out))
 
 
+def records_through_unsee(agent: Any) -> bool:
+    """Whether ``agent`` runs unsee's recording middleware (a node of it is bound to one): a replay
+    is recorded, and its calls intercepted, only through it."""
+    from unsee.middleware.hooks import UnseeMiddleware
+
+    return any(isinstance(owner, UnseeMiddleware) for owner in node_owners(agent))
+
+
 def live_state(agent: Any, session: str) -> LiveState:
     """The thread as ``agent``'s checkpointer holds it; ``AgentCannotReplay`` when the agent has no
     checkpointer or it does not hold the thread."""
@@ -134,8 +145,13 @@ def check_replayable(agent: Any, session: str, g: ProvenanceGraph, plan: ReplayP
     the erasure plugin's check of the thread (reasons it cannot rewrite it; None: the forget
     does not erase). ``inputs_from_state``: the plan already takes the inputs the records lack
     from the state (B5 after a run that died). Returns the live state, read once."""
-    live = live_state(agent, session)
     reasons = recorded_refusals(g, plan)
+    if not reasons and not records_through_unsee(agent):  # (nested runs: their graphs hold it, and are refused)
+        raise AgentCannotReplay(session, f"{graph_label(agent)} does not run unsee's middleware: a replay through it "
+                                         "would be neither recorded nor intercepted (its tools would run again)",
+                                "pass the agent the session was recorded with (create_agent(..., middleware="
+                                "[u.middleware(), ...]))")
+    live = live_state(agent, session)
     if tools := async_only_tools(agent):
         reasons.append(f"tool(s) {', '.join(tools)} have no synchronous form (async def or MCP tools) and a "
                        "replay runs the agent synchronously; replaying them is not supported yet")
@@ -161,4 +177,4 @@ def _went_on(live: LiveState, g: ProvenanceGraph, plan: ReplayPlan) -> bool:
 
 
 __all__ = ["LiveState", "async_only_tools", "check_replayable", "graph_label", "live_state", "recorded_refusals",
-           "unrecorded_inputs"]
+           "records_through_unsee", "unrecorded_inputs"]

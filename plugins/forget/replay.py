@@ -24,7 +24,7 @@ from unsee.middleware.records import ArtifactType
 from unsee.sandbox.errors import SandboxError
 
 from unsee.middleware import faults
-from .derived import Seed, messages_digest
+from .derived import Seed, message_prints
 from .errors import ReplayFailed, ReplayIncomplete
 from .event import RevocationEvent
 from .interceptor import ReplayInterceptor, SideEffectPolicy
@@ -48,7 +48,7 @@ class ReplayOutcome:
     store: RecordingStore | None
     since_ns: int
     #: what the scratch thread was seeded with (the commit checks its state grew from it)
-    seed: Seed = Seed(None, messages_digest([]), 0)
+    seed: Seed = Seed(None)
 
 
 SCRATCH_MARK = "~cf-"
@@ -84,7 +84,7 @@ def fork_state(agent: Any, plan: ReplayPlan, scratch: str) -> Seed:
     """Seed the scratch thread with the agent state at the fork checkpoint (before its turn's input)."""
     cp = plan.checkpoint
     if cp is None or not cp.langgraph_checkpoint_id or not cp.prompt_manifest:
-        return Seed(None, messages_digest([]), 0)  # fork at an empty state (session start or B5)
+        return Seed(None)  # fork at an empty state (session start or B5)
     cfg = thread_cfg(cp.langgraph_thread_id or plan.session_id, checkpoint_id=cp.langgraph_checkpoint_id)
     snap = agent.get_state(cfg)
     keep = set(cp.prompt_manifest)
@@ -95,7 +95,7 @@ def fork_state(agent: Any, plan: ReplayPlan, scratch: str) -> Seed:
     ]
     written = agent.update_state(thread_cfg(scratch), values)
     head = ((written or {}).get("configurable") or {}).get("checkpoint_id")
-    return Seed(head, messages_digest(values["messages"]), len(values["messages"]))
+    return Seed(head, message_prints(values["messages"]))
 
 
 def _crop_cache(ctx: ForgetContext, plan: ReplayPlan) -> None:

@@ -11,6 +11,7 @@ graphs.
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from langchain.agents import create_agent
@@ -193,6 +194,9 @@ def test_a_replay_under_other_numerics_says_so_on_the_report():
     assert _numerics_differ(object(), g, plan, "s") is None  # another model: nothing to compare
 
 
+@pytest.mark.skipif(os.environ.get("UNSEE_TEST_STORE") == "postgres",
+                    reason="the command line finds the home by its SQLite records (the second pass keeps them on "
+                           "PostgreSQL)")
 @pytest.mark.parametrize("factory, code, words", [
     ("agent_shapes:supervisor_app", 2, "cannot be forgotten safely yet"),
     ("agent_shapes:agent_app", 0, None),
@@ -216,3 +220,31 @@ def test_the_command_line_refuses_in_one_line_before_anything_changes(tmp_path, 
     else:
         assert json.loads(out)["erased_clean"] is True
         assert SECRET not in json.dumps(normalized(app, "s"))
+
+
+def test_an_agent_without_unsees_middleware_is_refused_before_its_tools_run_again(tmp_path):
+    from langchain.agents import create_agent as plain_agent
+
+    u, world = Unsee(home=tmp_path / "h"), World()
+    saver = InMemorySaver()
+    agent = create_agent(HostedChatModel(policy=worker_policy), world.tools(), middleware=[u.middleware()],
+                         checkpointer=saver)
+    run(agent, "s", ["look at T1", "refund A7", "bye"])
+    before = _snapshot(u, agent)
+    bare = plain_agent(HostedChatModel(policy=worker_policy), world.tools(), checkpointer=saver)  # same thread
+    with pytest.raises(AgentCannotReplay, match="does not run unsee's middleware"):
+        u.forget("s", RevocationEvent(target=SECRET), agent=bare)
+    assert _snapshot(u, agent) == before and world.fired == ["A7"]
+
+
+def test_the_clean_prefix_must_stay_verbatim_and_in_order():
+    from unsee.plugins.forget.derived import Seed, _prefix_changed, message_prints
+
+    prefix = [HumanMessage("hi", id="h1"), AIMessage("hello", id="a1")]
+    seed = Seed("cp-1", message_prints(prefix))
+    later = [HumanMessage("look at T1", id="h2"), AIMessage("ok", id="a2")]
+    assert _prefix_changed(seed, [*prefix, *later]) is None
+    assert _prefix_changed(seed, [prefix[1], *later]) is None  # (a compaction removed one: a later step)
+    replaced = [prefix[0], AIMessage("something else", id="a1"), *later]
+    assert "a1" in _prefix_changed(seed, replaced)
+    assert "order" in _prefix_changed(seed, [prefix[1], prefix[0], *later])
