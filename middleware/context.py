@@ -36,6 +36,35 @@ def enclosing_graph() -> str | None:
     return ns.rsplit("|", 1)[0] if "|" in ns else None
 
 
+def outer_run_start(max_steps: int = 10_000) -> str | None:
+    """The id of the checkpoint that the run of the thread's own graph now under way started
+    from (its ``input`` checkpoint): one id for every run nested in that one run, another for
+    the next run. None outside a nested run or where the checkpointer cannot tell.
+
+    A nested run reads the outer graph's current checkpoint (``checkpoint_map[""]``) and walks
+    its parents to the run's input: a few indexed reads, once per nested run."""
+    conf = configurable()
+    saver = conf.get("__pregel_checkpointer")
+    cid = (conf.get("checkpoint_map") or {}).get("")
+    if saver is None or not cid or not hasattr(saver, "get_tuple"):
+        return None
+    thread = conf.get("thread_id")
+    try:
+        for _ in range(max_steps):
+            t = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": "", "checkpoint_id": cid}})
+            if t is None:
+                return None
+            if (t.metadata or {}).get("source") == "input":
+                return cid
+            parent = ((t.parent_config or {}).get("configurable") or {}).get("checkpoint_id")
+            if not parent:
+                return cid
+            cid = parent
+    except Exception:  # (an observer's question: a saver that cannot answer leaves it unknown)
+        return None
+    return None
+
+
 def logical_session() -> str:
     """The session a model cache, sampler seed, sandbox or call ledger belongs to.
 

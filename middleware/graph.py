@@ -289,13 +289,14 @@ class ProvenanceGraph:
         """Where ``target`` first entered the session.
 
         The entry is the earliest *observation* (user input, memory read, tool
-        return) containing it; if only derived artifacts contain it (the model
+        return) containing it, or state write that brought it in
+        (:meth:`brings_in`); if only derived artifacts contain it (the model
         produced it), the earliest of those. Raises ``TargetNotFound``.
         """
         found = self.occurrences(target, source)
         if not found:
             raise TargetNotFound(target, self.session_id, source)
-        observations = [a for a in found if a.type in OBSERVATION_TYPES]
+        observations = [a for a in found if self.brings_in(a, target)]
         entry = (observations or found)[0]
         return Hit(
             target_hash=self._hash_of(target),
@@ -306,18 +307,32 @@ class ProvenanceGraph:
             occurrences=tuple(a.id for a in found),
         )
 
+    def brings_in(self, artifact: Artifact, target: str) -> bool:
+        """Whether ``target`` may have entered the session through ``artifact`` (which holds it):
+        an observation, or a ``state_write`` none of whose parents holds it (the tool put into
+        state what it fetched itself, not what the model gave it: that write is where the value
+        came in; a later read of it is derived from it)."""
+        if artifact.type in OBSERVATION_TYPES:
+            return True
+        return artifact.type is ArtifactType.STATE_WRITE and not self._parent_holds(artifact, target)
+
+    def _parent_holds(self, artifact: Artifact, target: str) -> bool:
+        return any(target in (self._content_of(p) or "") for p in artifact.parents)
+
     def entry_sources(self, target: str) -> list[str]:
         """Distinct sources through which ``target`` entered independently.
 
         An observation is a new entry when none of its parents contains the
         target; one whose parent does (a tool echoing arguments that quoted
-        it) is derived, not an entry.
+        it, a ``read_file`` of a file a tool wrote: its parent is the state
+        write) is derived, not an entry. A state write that brought the target
+        in (:meth:`brings_in`) is an entry too.
         """
         seen: dict[str, None] = {}
         for a in self.occurrences(target):
-            if a.type not in OBSERVATION_TYPES:
+            if a.type not in OBSERVATION_TYPES and a.type is not ArtifactType.STATE_WRITE:
                 continue
-            if any(target in (self._content_of(p) or "") for p in a.parents):
+            if self._parent_holds(a, target):
                 continue
             seen[a.source_ids[0] if a.source_ids else a.id] = None
         return list(seen)

@@ -18,10 +18,11 @@ from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langgraph.types import Command
 from opentelemetry import trace
 
 from . import semconv as sc
-from .context import configurable, current_session, enclosing_graph
+from .context import configurable, current_session, enclosing_graph, outer_run_start
 from .discovery import find_agent, find_thread_graph
 from .fork_memory import replaying
 from .hashing import short_id
@@ -32,9 +33,13 @@ from .recorder import (ModelCallScope, Recorder, current_producer, current_scope
                        session_attributes)
 from .records import ArtifactType, CheckpointKind
 from .run_end import node_run_id, run_end_watcher
+from .run_inputs import payload_of, payload_text, run_inputs
 from .run_guard import check_head
 from .session_state import SessionState
-from .tools import effect_of, was_executed
+from . import state_flow
+from .harness import register_graph
+from .messages import command_keys
+from .tools import effect_of, idempotent, was_executed
 
 log = logging.getLogger("unsee.hooks")
 
@@ -118,6 +123,23 @@ class UnseeMiddleware(AgentMiddleware):
             rec = self.recorder
             st = rec.state(sid)
             with st.lock:
+                ns = enclosing_graph()
+                producer = current_producer.get()
+                if ns is not None and st.root is not None and (st.watched or (producer or ("",))[0] == sid):
+                    # A run nested in a run of this thread that is recording now (a subagent a
+                    # tool invokes): a part of that run's turn, its input derived from the call
+                    # that started it; no turn, span, checkpoint or end of its own. (An open run
+                    # whose end is not watched and that no call of is executing may be one whose
+                    # end was never seen: it is closed below instead.)
+                    self._nested_inputs(st, state.get("messages", []))
+                    return
+                # A nested run whose outer graph records nothing itself (a StateGraph node, a
+                # swarm agent, a supervisor's worker) begins the outer run's turn; a later one
+                # of the same outer run (the agent a handoff went to) goes on in that turn.
+                outer = outer_run_start() if ns is not None else None
+                same_run = outer is not None and outer == st.outer_run and st.started
+                if ns is not None:
+                    st.outer_run = outer
                 if st.root is not None:  # a previous run whose end was never seen (no callbacks)
                     rec.settle_events(st, st.root)
                     rec.run_tasks()  # (its spans end before it does)
@@ -126,7 +148,8 @@ class UnseeMiddleware(AgentMiddleware):
                     st.root = None
                     st.watched = False
                     rec.mark_running(sid, False)  # its count (the session's lease is this run's now)
-                st.turn += 1
+                if not same_run:
+                    st.turn += 1
                 if sid not in rec.agents:  # (a run nested in another graph: that graph owns the thread)
                     agent = find_thread_graph(self) if enclosing_graph() is not None else find_agent(self)
                     if agent is not None:
@@ -145,7 +168,8 @@ class UnseeMiddleware(AgentMiddleware):
                 first = not st.started
                 kind = CheckpointKind.TURN if st.started else CheckpointKind.SESSION_START
                 st.started = True
-                rec.checkpoint_later(st, kind, langgraph_checkpoint_id=lg_ckpt, env=True)
+                if not same_run:  # (a splice point is where the thread's own graph takes input)
+                    rec.checkpoint_later(st, kind, langgraph_checkpoint_id=lg_ckpt, env=True)
                 msgs = state.get("messages", [])
                 ids, new, fresh = st.message_ids.of(msgs, st.known)
                 forks = rec.forks
@@ -158,12 +182,60 @@ class UnseeMiddleware(AgentMiddleware):
                 for i in new:  # the messages not recorded yet (the new input)
                     self._record_message(st, msgs[i])
                 st.message_ids.settle(msgs, ids, fresh)
+                self._record_run_input(st, msgs)
         except Exception as exc:
             self.recorder.fail(sid, exc)
         if fork is not None:
             self._on_fork(sid, fork, lg_ckpt, runtime)
         elif thread_fork is not None:
             self._on_fork(sid, thread_fork, lg_ckpt, runtime, thread=True)
+
+    def _nested_inputs(self, st: SessionState, msgs: Sequence[BaseMessage]) -> None:
+        """Record the messages a nested run starts with that the session has not seen: its input,
+        made by the outer call now executing (``current_producer``: the tool call that invoked
+        it), is a ``NESTED_INPUT`` child of that call, never a user turn. (Lock held.)"""
+        ids, new, fresh = st.message_ids.of(msgs, st.known)
+        producer = current_producer.get()
+        parent = producer[1] if producer is not None and producer[0] == st.session_id else None
+        for i in new:
+            self._record_message(st, msgs[i], history=msgs, nested_in=parent or "")
+        st.message_ids.settle(msgs, ids, fresh)
+
+    def _record_run_input(self, st: SessionState, state_messages: Sequence[BaseMessage] = ()) -> None:
+        """Record what the graph's current run was given (``run_inputs``), once per run: a
+        ``run_input`` artifact whose messages refer to their recorded user inputs. Its id is the
+        recorded one a forget's replay gives again (``REPLAYED_INPUT``), else the run's.
+        ``state_messages``: the run's state, whose latest user inputs stand for input messages
+        that reached the state as copies (a ``Command``'s update: no id on the given object)."""
+        taken = run_inputs().take(st.session_id)
+        if not taken:
+            return
+        sid = st.session_id
+        recent: dict[str, list[str]] | None = None  # (built only for a copy: a rare case)
+
+        def ref(m: BaseMessage) -> str | None:
+            nonlocal recent
+            mapped = message_artifact(sid, m)
+            if mapped and mapped[1] is ArtifactType.USER_INPUT and mapped[0] in st.known:
+                return mapped[0]
+            if m.type != "human":
+                return None
+            if recent is None:  # a copy with an id of its own: its latest recorded twin in the state
+                recent = {}
+                for s_m in state_messages[-64:]:  # (the run's input is at the end of the state)
+                    got = message_artifact(sid, s_m)
+                    if got and got[1] is ArtifactType.USER_INPUT and got[0] in st.known:
+                        recent.setdefault(text_of(s_m), []).append(got[0])
+            found = recent.get(text_of(m))
+            return found.pop(0) if found else None
+
+        for given in taken:
+            payload = payload_of(given.value, ref, given.answers)
+            aid = str(given.replayed_id or short_id("run", sid, str(given.run_id)))
+            a = self.recorder.record(st, ArtifactType.RUN_INPUT, aid, payload_text(payload),
+                                     source_ids=("human" if "resume" in payload else "user",), step=st.step,
+                                     count_tokens=False, attrs=_run_facts({"kind": payload["kind"]}))
+            self.recorder.emit_later(st, "run_input", a)
 
     def _on_fork(self, sid: str, branch: list[str], lg_ckpt: str | None, runtime, thread: bool = False) -> None:
         """The run starts a new branch: the session's fork policy for the memory the abandoned
@@ -216,12 +288,15 @@ class UnseeMiddleware(AgentMiddleware):
             rec.store.kick(write=True)
 
     def _record_message(self, st: SessionState, m: BaseMessage, current: set[str] = frozenset(),
-                        history: Sequence[BaseMessage] = ()) -> str | None:
+                        history: Sequence[BaseMessage] = (), nested_in: str | None = None) -> str | None:
         """Record a state message not seen before; return its artifact id.
 
         ``history`` is the prompt it came in: a tool message we did not see
         executed is recorded with the model turn that made its call (valid or
-        invalid) as its parent, so taint through the turn reaches it."""
+        invalid) as its parent, so taint through the turn reaches it.
+        ``nested_in``: the message starts a run nested in a recording run of the thread (the
+        artifact id of the call that started it, "" when none is known): a human message
+        there is that run's input (``NESTED_INPUT``), not the user's."""
         mapped = message_artifact(st.session_id, m)
         if mapped is None:
             return None
@@ -230,7 +305,12 @@ class UnseeMiddleware(AgentMiddleware):
             return aid
         rec = self.recorder
         text = text_of(m)
-        if type_ is ArtifactType.USER_INPUT:
+        if type_ is ArtifactType.USER_INPUT and nested_in is not None:
+            a = rec.record(st, ArtifactType.NESTED_INPUT, aid, text, parents=(nested_in,) if nested_in else (),
+                           source_ids=("run:" + (enclosing_graph() or ""),),
+                           attrs=_run_facts({"message_id": m.id}))
+            rec.emit_later(st, "nested_input", a)
+        elif type_ is ArtifactType.USER_INPUT:
             a = rec.record(st, type_, aid, text, source_ids=("user",), step=st.next_step(),
                            attrs=_run_facts({"message_id": m.id}))
             rec.emit_later(st, "user_input", a)
@@ -371,6 +451,8 @@ class UnseeMiddleware(AgentMiddleware):
                 if not same:
                     st.message_ids.settle(None, state_ids, state_fresh)
                 st.message_ids.settle(msgs, req_ids, fresh)
+                if st.root is None:  # a run that skipped before_agent (resumed): its input now
+                    self._record_run_input(st, in_state)
                 manifest.extend(filter(None, req_ids))
                 scope.prompt_from(manifest, st.hashes)
                 if same:  # every state message is in the prompt
@@ -438,6 +520,7 @@ class UnseeMiddleware(AgentMiddleware):
                 distinct = st.set_manifest(manifest)  # (the next call links what is new since)
                 mt = rec.record(st, ArtifactType.MODEL_TURN, mt_id, record, parents=manifest, distinct=distinct,
                                 source_ids=("model:" + call["model_name"],), attrs=attrs)
+                _note_nested_result(st, mt_id)
                 rec.set_attributes_later(st, span, _chat_attributes(ai, bool(calls), mt))
                 rec.set_primary_later(st, span, mt)
                 if body:
@@ -453,7 +536,7 @@ class UnseeMiddleware(AgentMiddleware):
                     tc = rec.record(
                         st, ArtifactType.TOOL_CALL, cid, text, parents=(mt_id,), committed=False, count_tokens=False,
                         attrs={"tool": c["name"], "call_id": c.get("id"), "return_step": ret_step,
-                               "effect": effect_of(tools_by_name.get(c["name"]))},
+                               "effect": self._effect(tools_by_name.get(c["name"]))},
                     )
                     rec.add_artifact_event_later(st, span, tc)
                 st.live = dict.fromkeys(filter(st.message_artifacts.__contains__, chain(call["live"], blocks)))
@@ -484,6 +567,14 @@ class UnseeMiddleware(AgentMiddleware):
             result = await handler(request)
         return self._post_tool(call, result)
 
+    def _effect(self, tool: Any) -> str | None:
+        """A tool's effect (``tools.effect_of``), once the tools this middleware's agent gets from
+        its other middleware are known (looked up once: ``harness``)."""
+        if not getattr(self, "_harness_known", False):
+            self._harness_known = True
+            register_graph(find_agent(self))
+        return effect_of(tool)
+
     def _pre_tool(self, request) -> dict[str, Any] | None:
         sid, lg_ckpt = current_session()
         try:
@@ -492,13 +583,16 @@ class UnseeMiddleware(AgentMiddleware):
             tc = request.tool_call
             name = tc.get("name", "unknown")
             cid = tool_call_artifact_id(sid, tc.get("id") or "")
-            effect = effect_of(request.tool)
+            effect = self._effect(request.tool)
             with st.lock:
+                if st.root is None:  # a run that skipped before_agent (resumed): its input now
+                    self._record_run_input(st)
                 step = st.return_steps.pop(cid, None)
                 if step is None:
                     step = st.next_step()
-                if effect != "read":
-                    # Consequential (write/external/undeclared): a splice point before it.
+                if effect != "read" and enclosing_graph() is None:
+                    # Consequential (write/external/undeclared): a splice point before it (not in
+                    # a nested run: the thread's own graph is forked at its own checkpoints only).
                     rec.checkpoint_later(st, CheckpointKind.TOOL_CALL, step=step, langgraph_checkpoint_id=lg_ckpt,
                                          env=True)
                 attrs = {
@@ -510,8 +604,11 @@ class UnseeMiddleware(AgentMiddleware):
                 }
                 span = rec.open_span(st, f"{sc.OP_EXECUTE_TOOL} {name}", attributes=attrs)
                 rec.link_later(st, span, [cid])
+            if tc.get("id"):
+                self._run_end.expect_tool(tc["id"])  # (did its tool run, or a middleware answer it?)
             return {"sid": sid, "st": st, "cid": cid, "name": name, "step": step, "effect": effect,
-                    "span": span, "call_id": tc.get("id"), "resumed": _resumed(st)}
+                    "span": span, "call_id": tc.get("id"), "resumed": _resumed(st),
+                    "idempotent": idempotent(request.tool), "sent": state_flow.mark()}
         except Exception as exc:
             self.recorder.fail(sid, exc)
             return None
@@ -519,23 +616,61 @@ class UnseeMiddleware(AgentMiddleware):
     def _post_tool(self, call, result):
         rec, st, span = self.recorder, call["st"], call["span"]
         try:
-            msg = tool_message_of(result)
+            msg = tool_message_of(result, call["call_id"])  # (a Command's update: this call's answer)
             text = text_of(msg) if msg is not None else ""
             with st.lock:
                 aid = tool_return_artifact_id(call["call_id"] or "")
+                # a run nested in the call (a subagent it invoked): its result is the return's parent too
+                nested = st.nested_results.pop(call["cid"], None)
+                parents = state_flow.return_parents(rec, st, call, text)  # (the call, state it read back)
                 a = rec.record(
-                    st, ArtifactType.TOOL_RETURN, aid, text, parents=(call["cid"],),
+                    st, ArtifactType.TOOL_RETURN, aid, text, parents=(*parents, nested) if nested else parents,
                     source_ids=(f"tool:{call['name']}",), step=call["step"],
                     attrs=_run_facts({"tool": call["name"], "call_id": call["call_id"], "effect": call["effect"],
                                       "status": getattr(msg, "status", "success") if msg is not None else "command",
-                                      "executed": was_executed(msg)}, call["resumed"]),
+                                      "executed": _executed(self._run_end, call["call_id"], msg),
+                                      **_return_facts(call, result)},
+                                     call["resumed"]),
                 )
                 rec.set_attributes_later(st, span, {sc.COMMITS: [call["cid"]]})
                 rec.set_primary_later(st, span, a)
+                state_flow.record_tool_writes(rec, st, call, result, aid)  # state keys besides messages it wrote
             rec.end_later(st, span)
         except Exception as exc:
             rec.fail_span(st.session_id, span, exc)
         return result
+
+
+def _executed(watcher: Any, call_id: str | None, msg: Any) -> bool:
+    """Whether the call's tool ran: not when unsee answered it without running it
+    (``not_executed``), nor when a middleware inside unsee's answered it with an error and the
+    tool never started (a classifier's block, a limit). An answer that is not an error counts as
+    run even without its start seen (a tool run some other way): never taken for unfired."""
+    started = watcher.tool_started(call_id) if call_id else False
+    if not was_executed(msg):
+        return False
+    return started or getattr(msg, "status", "success") != "error"
+
+
+def _return_facts(call: dict[str, Any], result: Any) -> dict[str, Any]:
+    """What a replay must know of how a tool answered: ``command`` (it returned a LangGraph
+    ``Command``: a state effect, run again by a replay) and the state keys its update writes
+    (``update_keys``); ``idempotent`` (the tool says so: an MCP ``idempotentHint``)."""
+    out: dict[str, Any] = {}
+    if isinstance(result, Command):
+        out["command"] = True
+        out["update_keys"] = command_keys(result)
+    if call.get("idempotent"):
+        out["idempotent"] = True
+    return out
+
+
+def _note_nested_result(st: SessionState, mt_id: str) -> None:
+    """A model turn of a run nested in a recorded tool call (``current_producer``) is, until a
+    later one, that run's result: the call's return gets it as a parent. (Lock held.)"""
+    producer = current_producer.get()
+    if producer is not None and producer[0] == st.session_id and enclosing_graph() is not None:
+        st.nested_results[producer[1]] = mt_id
 
 
 def _resumed(st: SessionState) -> bool:
@@ -547,10 +682,13 @@ def _resumed(st: SessionState) -> bool:
 
 def _run_facts(attrs: dict[str, Any], resumed: bool = False) -> dict[str, Any]:
     """``attrs`` with what a forget must know of the run that made the record: ``graph_ns``, the
-    namespace of the graph it ran nested in (``context.enclosing_graph``), and ``resumed``."""
+    namespace of the graph it ran nested in (``context.enclosing_graph``), with ``in_turn``: its
+    run was recorded as a part of the outer run's turn (a record without it is an older one, whose
+    nested runs were turns of their own), and ``resumed``."""
     ns = enclosing_graph()
     if ns is not None:
         attrs["graph_ns"] = ns
+        attrs["in_turn"] = True
     if resumed:
         attrs["resumed"] = True
     return attrs

@@ -122,15 +122,43 @@ def ai_message_of(response: Any) -> AIMessage | None:
     return None
 
 
-def tool_message_of(result: Any) -> ToolMessage | None:
+def command_messages(command: Command) -> list[BaseMessage]:
+    """The messages a ``Command``'s update writes (its ``messages`` key; an update given as a list
+    of (key, value) pairs too)."""
+    update = command.update
+    if isinstance(update, dict):
+        msgs = update.get("messages")
+    elif isinstance(update, (list, tuple)):
+        msgs = [m for k, v in update if k == "messages" for m in (v if isinstance(v, list) else [v])]
+    else:
+        msgs = None
+    if isinstance(msgs, BaseMessage):
+        return [msgs]
+    return [m for m in msgs or () if isinstance(m, BaseMessage)]
+
+
+def command_keys(command: Command) -> list[str]:
+    """The state keys a ``Command``'s update writes, in order."""
+    update = command.update
+    if isinstance(update, dict):
+        return [str(k) for k in update]
+    if isinstance(update, (list, tuple)):
+        return list(dict.fromkeys(str(k) for k, _ in update))
+    return []
+
+
+def tool_message_of(result: Any, call_id: str | None = None) -> ToolMessage | None:
+    """The tool message that answers the call ``call_id`` in a tool's result: the result itself,
+    or, for a ``Command``, the ToolMessage of its update answering that call (a handoff's update
+    may carry the whole history, other calls' answers included: None when none answers it);
+    without ``call_id``, the update's first ToolMessage."""
     if isinstance(result, ToolMessage):
         return result
     if isinstance(result, Command):
-        update = result.update or {}
-        msgs = update.get("messages", []) if isinstance(update, dict) else []
-        for m in msgs:
-            if isinstance(m, ToolMessage):
-                return m
+        tms = [m for m in command_messages(result) if isinstance(m, ToolMessage)]
+        if call_id is None:
+            return tms[0] if tms else None
+        return next((m for m in reversed(tms) if m.tool_call_id == call_id), None)
     return None
 
 

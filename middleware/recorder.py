@@ -31,6 +31,7 @@ from .hashing import ContentHasher, short_id
 from .interception import InterceptorRegistry
 from .records import Artifact, ArtifactType, Checkpoint, CheckpointKind
 from .session_state import SessionState
+from .state_flow import prompt_parents
 from .store import Batch, ProvenanceStore
 from .tokens import TokenCounter
 
@@ -520,8 +521,9 @@ class Recorder(DeferredRecording):
         count is taken once per prompt text, not once per session)."""
         aid = self.system_prompt_id(st, text)
         if aid not in st.known:
-            p = self.record(st, ArtifactType.PROMPT_BLOCK, aid, text, source_ids=("system_prompt",),
-                            attrs={"role": "system"}, count_once=True)
+            # (a middleware may build it from state, e.g. a todo list: the state writes it holds)
+            p = self.record(st, ArtifactType.PROMPT_BLOCK, aid, text, parents=prompt_parents(self, st, text),
+                            source_ids=("system_prompt",), attrs={"role": "system"}, count_once=True)
             self.emit_later(st, "prompt_block system", p)
         return aid
 

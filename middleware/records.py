@@ -23,6 +23,16 @@ class ArtifactType(str, Enum):
     TOOL_CALL = "tool_call"
     SUMMARY = "summary"
     MEMORY_WRITE = "memory_write"
+    #: what a graph run was given, as LangGraph got it (a state update's keys, a Command with a
+    #: human's decision): its messages are references to their own artifacts (``run_inputs``)
+    RUN_INPUT = "run_input"
+    #: a value a tool wrote into a state key other than ``messages`` (a ``Command(update=...)``,
+    #: or a channel write during the call: deepagents' files); its parent is the tool call
+    STATE_WRITE = "state_write"
+    #: a message a graph handed to an agent it runs nested in it on the same thread (a subagent a
+    #: tool invokes: the tool call's question): data derived from its outer producer, never a
+    #: user turn of the session
+    NESTED_INPUT = "nested_input"
 
 
 #: Artifacts that bring data from outside the agent (the observation stream o_t).

@@ -10,6 +10,7 @@ from .graph import ProvenanceGraph
 _SHAPES = {
     "user_input": ("([", "])"), "memory_read": ("[(", ")]"), "tool_return": ("[/", "/]"),
     "prompt_block": ("[", "]"), "model_turn": ("{{", "}}"), "summary": ("[[", "]]"),
+    "state_write": ("[\\", "\\]"),
 }
 
 

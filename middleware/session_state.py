@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
 #: Artifact types that stand for a message in the agent's ``messages`` state.
 MESSAGE_TYPES = frozenset(
-    {ArtifactType.USER_INPUT, ArtifactType.MODEL_TURN, ArtifactType.TOOL_RETURN, ArtifactType.SUMMARY}
+    {ArtifactType.USER_INPUT, ArtifactType.MODEL_TURN, ArtifactType.TOOL_RETURN, ArtifactType.SUMMARY,
+     ArtifactType.NESTED_INPUT}
 )
 
 
@@ -48,6 +49,12 @@ class SessionState:
     message_artifacts: set[str] = field(default_factory=set)
     #: memory source key -> latest memory_write artifact id in this session
     last_write: dict[str, str] = field(default_factory=dict)
+    #: state slot (a key, or ``key/entry`` of a dict-merged key: ``files//notes.txt``) -> (its
+    #: latest state_write artifact id, the significant pieces of its value, their anchors)
+    #: (``state_flow``)
+    state_writes: dict[str, tuple[str, tuple[str, ...], frozenset[str] | None]] = field(default_factory=dict)
+    #: (artifact id, key) of a rebuilt state's state writes, in order, values not read back yet
+    state_writes_unloaded: list[tuple[str, str | None]] = field(default_factory=list)
     #: tool call artifact id -> step reserved for its return
     return_steps: dict[str, int] = field(default_factory=dict)
     #: the previous model call's prompt manifest (links are added for what is new), and its set
@@ -67,6 +74,11 @@ class SessionState:
     cache_handle: str | None = None
     cache_offset: int | None = None
     started: bool = False
+    #: the outer graph's run the latest nested run of this thread belonged to (the id of the
+    #: checkpoint its input wrote): a nested run of the same outer run is part of its turn
+    outer_run: str | None = None
+    #: tool call artifact id -> the last model turn of a run nested in that call (its result)
+    nested_results: dict[str, str] = field(default_factory=dict)
     #: the session attributes of this thread's spans (computed once, in the thread's first run)
     span_attrs: dict | None = None
     _message_ids: Any = field(default=None, repr=False)
@@ -149,6 +161,8 @@ class SessionState:
                 replaced.update(a.parents)
             if a.type is ArtifactType.MEMORY_WRITE and a.source_ids:
                 st.last_write[a.source_ids[0]] = a.id
+            if a.type is ArtifactType.STATE_WRITE:  # (its value is read from the vault when needed)
+                st.state_writes_unloaded.append((a.id, a.attrs.get("key")))
             if a.type is ArtifactType.TOOL_CALL and "return_step" in a.attrs:
                 st.step = max(st.step, int(a.attrs["return_step"]))
         for c in checkpoints:

@@ -41,6 +41,9 @@ from unsee.sandbox import Ledger
 from .config import DEFAULT_HOME, resolve_home, resolve_registry, resolve_store, version
 
 if TYPE_CHECKING:  # (imported where used: langchain is not needed to open a home and read it)
+    from langgraph.prebuilt import ToolNode
+
+    from unsee.middleware.graph_adapter import RecordedChatModel
     from unsee.middleware.hooks import UnseeMiddleware
     from unsee.middleware.memory import Namespace, NamespaceFn, RecordingStore
     from unsee.plugins.forget import RevocationPipeline
@@ -195,6 +198,24 @@ class Unsee:
         from unsee.middleware.hooks import UnseeMiddleware
 
         return UnseeMiddleware(self.recorder)
+
+    # -- pieces for any LangGraph graph (hand-written StateGraph, create_react_agent) ----------
+    def recorded_model(self, model: Any) -> RecordedChatModel:
+        """``model`` (a LangChain chat model) recorded and intercepted as ``middleware()`` records a
+        ``create_agent``'s model calls, for a graph written by hand or ``create_react_agent``:
+        its first call in a graph run begins the run's turn. ``bind_tools`` keeps it recorded.
+        Use it with ``tool_node`` in the same graph (docs/architecture.md "Any LangGraph graph");
+        inside a ``create_agent`` that runs ``middleware()`` it leaves the recording to that."""
+        from unsee.middleware.graph_adapter import RecordedChatModel
+
+        return RecordedChatModel.wrap(model, self.middleware())
+
+    def tool_node(self, tools: Any, **kwargs: Any) -> ToolNode:
+        """A ``langgraph.prebuilt.ToolNode`` for ``tools`` whose calls are recorded and, during a
+        forget's replay, answered from the record, deferred or run (``kwargs`` go to ``ToolNode``)."""
+        from unsee.middleware.graph_adapter import recorded_tool_node
+
+        return recorded_tool_node(self.middleware(), tools, **kwargs)
 
     def memory_middleware(self, store: Any, namespace: Namespace | NamespaceFn, *, limit: int = 10):
         """Middleware that injects memories from ``store`` into the prompt, recorded."""
@@ -479,7 +500,22 @@ class Unsee:
         return agent or self.recorder.agents.get(thread_id) or self.recorder.last_agent
 
     # -- the same from an event loop (LangChain's a-prefixed convention: the work runs in a thread)
-    aforget = _in_thread("forget")
+    async def aforget(self, thread_id: str, event, strategy: str = "B7", **kw: Any):
+        """``forget``, async end to end: the forget's own steps run in a worker thread (they never
+        hold the event loop), and a replay runs the agent with ``ainvoke`` on this event loop, so
+        ``async def`` tools, MCP tools (their sessions live on this loop) and models only
+        ``ainvoke`` answers replay. A session whose agent has such tools needs it: ``forget``
+        raises ``NeedsAsync`` there, before anything changes."""
+        import asyncio
+
+        from unsee.plugins.forget import replay_loop
+
+        token = replay_loop.set(asyncio.get_running_loop())
+        try:  # (to_thread copies this context: the worker sees the loop)
+            return await asyncio.to_thread(self.forget, thread_id, event, strategy, **kw)
+        finally:
+            replay_loop.reset(token)
+
     aerase = _in_thread("erase")
     aaudit = _in_thread("audit")
     aretention = _in_thread("retention")

@@ -60,6 +60,9 @@ def render_plan(p: ForgetPlan) -> Panel:
     t.add_row("turns to replay", _prose(", ".join(map(str, p.turns_to_replay))))
     t.add_row("transitions to replay", str(p.transitions_to_replay))
     t.add_row("model turns decoded / by prefill", f"{len(p.model_turns_to_decode)} / {len(p.model_turns_to_rematerialise)}")
+    if p.assumed_external:
+        t.add_row("assumed external", _prose(", ".join(p.assumed_external) + " (no effect declared: never run "
+                                             "again by a replay)"))
     parts = [t]
     risk = _effects("side effects that may be orphaned", p.side_effects_at_risk)
     if risk is not None:
@@ -93,6 +96,9 @@ def render_report(r: ForgetReport) -> Panel:
             + (f", record erased: {'yes' if other.erased_clean else 'NO'}" if other.receipt else "") + ")"))
     for other in r.other_sessions:
         t.add_row("also reached (not forgotten)", _prose(f"{other} — forget there too: --all-sessions / scope='all'"))
+    if r.assumed_external:  # (undeclared tools: never fired twice, never replayed)
+        t.add_row("assumed external", _prose(", ".join(r.assumed_external) + " (no effect declared: never run "
+                                             "again by a replay; declare one to replay them)"))
     for n in r.notes:
         t.add_row("note", _prose(n))
     for e in r.errors:  # (after the commit: the forget stands, this part did not finish)

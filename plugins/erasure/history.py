@@ -10,8 +10,9 @@ have them; none has a per-checkpoint delete), so the rewrite is two steps the
 caller journals between: :func:`stage_rewrite` builds the new history in a
 staging thread (the user's thread untouched), :func:`swap_in` replaces the
 thread by it (idempotent: a crash inside it is finished by calling it again).
-Only the root namespace ("") is handled; a thread with subgraph checkpoints
-is refused. Hold the session's lock: during the swap the thread is partial.
+Only the root namespace ("") is rewritten: the checkpoints of nested runs (see
+:data:`NESTED`) are deleted with the old history. Hold the session's lock:
+during the swap the thread is partial.
 
 ``DeltaChannel`` channels (LangGraph's beta answer to checkpoint bloat) store
 no value in most checkpoints: a checkpoint's value is rebuilt from the
@@ -49,6 +50,15 @@ __all__ = ["DeltaFormatUnknown", "HistoryNotRewritable", "RewritePlan", "StagedH
            "threads_with_prefix", "value_text"]
 
 Holds = Callable[[Any], bool]
+
+#: What a rewrite does with a thread's checkpoints in namespaces other than the root one: the
+#: working states of runs nested in a run of the thread (a subagent a tool invoked, a swarm's or
+#: supervisor's agent, an agent used as a node, a subgraph). They are deleted, the old world's and
+#: the counterfactual's alike, and not copied: the root history alone is the thread's state, its
+#: checkpoints hold every nested run's result, and a nested run's checkpoints serve only to resume
+#: it inside an unfinished run (a forget refuses a thread waiting at an interrupt). Rewriting them
+#: would keep per-run working states no later run reads, each a copy to audit.
+NESTED = "deleted"
 
 
 class HistoryNotRewritable(UnseeError, RuntimeError):
@@ -557,8 +567,8 @@ def stage_rewrite(saver: BaseCheckpointSaver, thread: str, *, fork_checkpoint_id
     Every copy gets ``marker`` merged into its metadata; suffix metadata
     naming ``suffix_thread`` is dropped. Raises :class:`HistoryNotRewritable`
     when a prefix or suffix checkpoint holds the target (values, pending
-    writes or metadata), the fork is not in ``thread``, or ``thread`` has
-    subgraph checkpoints. ``continue_after``: the checkpoint of ``thread`` that
+    writes or metadata) or the fork is not in ``thread``; checkpoints of nested
+    runs are left out (:data:`NESTED`). ``continue_after``: the checkpoint of ``thread`` that
     committed the counterfactual (``update_state`` with the suffix's final
     state); the turns taken on the head's line after it (the session went
     on) are kept, re-parented onto the suffix's head — they were computed
@@ -577,9 +587,7 @@ def stage_rewrite(saver: BaseCheckpointSaver, thread: str, *, fork_checkpoint_id
     reader = ThreadReader(saver, holds_target) if reader is None else reader
     saver.delete_thread(stage_thread)  # a rerun starts clean
     reader.written(stage_thread)
-    if any(t.config["configurable"].get("checkpoint_ns") for t in reader.every(thread)):
-        # delete_thread would take subgraph checkpoints with it and they are not copied back
-        raise HistoryNotRewritable(f"thread {thread!r} has subgraph checkpoints: not rewritten")
+    # (nested runs' checkpoints: ``swap_in``'s delete_thread takes them, and they are not copied: NESTED)
     tuples = reader.root(thread)
     p = plan_rewrite(saver, thread, tuples, reader.root(suffix_thread), fork_checkpoint_id=fork_checkpoint_id,
                      suffix_thread=suffix_thread, holds=reader.holds, holds_value=reader.holds_target,

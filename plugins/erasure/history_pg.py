@@ -130,8 +130,8 @@ def rewrite_postgres(saver: BaseCheckpointSaver, thread: str, *, fork_checkpoint
     called inside the transaction: "erase:history:staged" after the deletes,
     "erase:history:swapping" after the copies; an exception there rolls everything
     back), on a plain ``PostgresSaver`` (:func:`postgres_saver`). Raises
-    :class:`HistoryNotRewritable` (nothing written) as ``stage_rewrite``, also for a
-    thread with subgraph checkpoints. ``holds_row``: as ``rewrite_sqlite``'s; not given,
+    :class:`HistoryNotRewritable` (nothing written) as ``stage_rewrite``; nested runs'
+    checkpoints are deleted (``history.NESTED``). ``holds_row``: as ``rewrite_sqlite``'s; not given,
     the scratch thread (the suffix) is listed whole and each checkpoint the plan asks
     about is decoded — the prefix never is. Hold the session's lock."""
     from psycopg.pq import TransactionStatus
@@ -140,9 +140,6 @@ def rewrite_postgres(saver: BaseCheckpointSaver, thread: str, *, fork_checkpoint
     if not postgres_saver(saver):
         raise HistoryNotRewritable(f"{type(saver).__name__} is not a plain PostgresSaver")
     with saver._cursor() as cur:
-        cur.execute("SELECT 1 FROM checkpoints WHERE thread_id = %s AND checkpoint_ns != '' LIMIT 1", (thread,))
-        if cur.fetchone():
-            raise HistoryNotRewritable(f"thread {thread!r} has subgraph checkpoints: not rewritten")
         tuples = _light(cur, thread)
         scratch = _light(cur, suffix_thread) if holds_row is not None else None
     rows = plan_rows(saver, thread, tuples, scratch, fork_checkpoint_id=fork_checkpoint_id,
@@ -175,6 +172,9 @@ def rewrite_postgres(saver: BaseCheckpointSaver, thread: str, *, fork_checkpoint
                         "AND checkpoint_id = ANY(%s)", (thread, rows.dropped))
             cur.execute("DELETE FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_ns = '' "
                         "AND checkpoint_id = ANY(%s)", (thread, rows.dropped))
+            # the working checkpoints of nested runs (``history.NESTED``), their writes and values
+            for table in ("checkpoints", "checkpoint_writes", "checkpoint_blobs"):
+                cur.execute(f"DELETE FROM {table} WHERE thread_id = %s AND checkpoint_ns != ''", (thread,))
             points("erase:history:staged")
             if copied:
                 cur.executemany(_COPY_CHECKPOINT, [(thread, c.new, c.parent, c.new, _meta(c.metadata), suffix_thread,

@@ -171,7 +171,10 @@ def plan_rows(saver: BaseCheckpointSaver, thread: str, tuples: list[CheckpointTu
                         continue_after=continue_after, specs=specs, check_prefix=False, load=load)
     kept = plan.kept_ids
     dropped = [_id(t) for t in tuples if _id(t) not in kept]
-    taken = {_id(t) for t in tuples}
+    # (a dropped checkpoint's id is free again: the rewrite deletes it before it inserts; a copy
+    # keeps its id where it can, which the pending writes' task ids derive from: a commit that
+    # left the session waiting at an interrupt holds the scratch head under its own id)
+    taken = {_id(t) for t in tuples if _id(t) in kept}
     copies: list[RowCopy] = []
     ids: dict[str, str] = {}
     for t in plan.suffix:
@@ -231,9 +234,6 @@ def rewrite_sqlite(saver: BaseCheckpointSaver, thread: str, *, fork_checkpoint_i
         raise HistoryNotRewritable(f"{type(saver).__name__} is not a plain SqliteSaver")
     lock = saver.lock
     with lock:
-        if conn.execute("SELECT 1 FROM checkpoints WHERE thread_id = ? AND checkpoint_ns != '' LIMIT 1",
-                        (thread,)).fetchone():
-            raise HistoryNotRewritable(f"thread {thread!r} has subgraph checkpoints: not rewritten")
         tuples = _light(conn, thread)
         scratch = _light(conn, suffix_thread) if holds_row is not None else None
     rows = plan_rows(saver, thread, tuples, scratch, fork_checkpoint_id=fork_checkpoint_id,
@@ -257,6 +257,10 @@ def rewrite_sqlite(saver: BaseCheckpointSaver, thread: str, *, fork_checkpoint_i
                              [(thread, cid) for cid in rows.dropped])
             conn.executemany("DELETE FROM writes WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ?",
                              [(thread, cid) for cid in rows.dropped])
+            # the working checkpoints of nested runs (``history.NESTED``): every one, old world's and
+            # counterfactual's alike
+            conn.execute("DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_ns != ''", (thread,))
+            conn.execute("DELETE FROM writes WHERE thread_id = ? AND checkpoint_ns != ''", (thread,))
             points("erase:history:staged")
             for new, parent, old, meta_bytes, blob in inserts:
                 if blob is None:  # the value blob as stored (its id is unchanged)

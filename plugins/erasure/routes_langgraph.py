@@ -32,7 +32,7 @@ from .journal import Journal
 from .routes import Route, RouteAudit, Scope, SubjectScope, scrub_note, sqlite_route_files
 from .isolated import scan_isolated
 from .pg_compact import SAVER_TABLES, STORE_TABLES, UNREACHABLE, is_postgres, vacuum_full
-from .sqlite_scrub import main_file, scrub
+from .sqlite_scrub import async_main_file, main_file, scrub, scrub_owned
 
 log = logging.getLogger("unsee.erasure")
 
@@ -59,7 +59,7 @@ class CheckpointHistoryRoute(Route):
         inner = getattr(self.saver, "inner", self.saver)  # an EncryptingSaver wraps the real saver
         self.conn = getattr(inner, "conn", None)
         self.lock = getattr(inner, "lock", None)
-        self.path = main_file(self.conn)
+        self.path = main_file(self.conn) or async_main_file(inner)
         self.keys = self.saver.store if isinstance(self.saver, EncryptingSaver) else None
         #: (scope, its reads): the audit before an erasure and the rewrite decode each checkpoint once
         self._reads: tuple[Scope, history.ThreadReader] | None = None
@@ -141,7 +141,7 @@ class CheckpointHistoryRoute(Route):
         if self.keys is not None:
             notes.append(self._shred(scope, held))
         if self.conn is not None and self.path is not None:
-            res = scrub(self.conn, lock=self.lock)
+            res = scrub_owned(self.conn, self.path, lock=self.lock)
             notes.append(scrub_note(res))
         elif is_postgres(self.conn) and self.keys is None:
             # (encrypted: the old rows are ciphertext under destroyed keys; no table rewrite needed)
@@ -176,7 +176,7 @@ class CheckpointHistoryRoute(Route):
                          f"{self.keys.path.name} (+wal, shm): {found}"
                          + ("" if complete else " (the key store's WAL was not fully truncated)"))
         if self.conn is not None and self.path is not None:
-            notes.append(scrub_note(scrub(self.conn, lock=self.lock)))
+            notes.append(scrub_note(scrub_owned(self.conn, self.path, lock=self.lock)))
         elif is_postgres(self.conn) and self.keys is None:
             notes.append(vacuum_full(self.conn, SAVER_TABLES, lock=self.lock))
         return notes
@@ -303,7 +303,7 @@ class MemoryStoreRoute(Route):
         self.inner = getattr(store, "inner", store)
         self.conn = getattr(self.inner, "conn", None)
         self.lock = getattr(self.inner, "lock", None)
-        self.path = main_file(self.conn)
+        self.path = main_file(self.conn) or async_main_file(self.inner)
         #: the namespace deletes of this route's subject erasure (``memory_changes``)
         self.deleted: list[MemoryChange] = []
 
@@ -340,7 +340,7 @@ class MemoryStoreRoute(Route):
         if is_postgres(self.conn):
             notes.append(vacuum_full(self.conn, STORE_TABLES, lock=self.lock))
         elif self.conn is not None and self.path is not None:
-            notes.append(scrub_note(scrub(self.conn, lock=self.lock)))
+            notes.append(scrub_note(scrub_owned(self.conn, self.path, lock=self.lock)))
         return notes
 
     def erase(self, scope: Scope) -> list[str]:
@@ -348,7 +348,7 @@ class MemoryStoreRoute(Route):
             return [vacuum_full(self.conn, STORE_TABLES, lock=self.lock)]
         if self.conn is None or self.path is None:
             return []
-        res = scrub(self.conn, lock=self.lock)
+        res = scrub_owned(self.conn, self.path, lock=self.lock)
         return [scrub_note(res)]
 
     def memory_changes(self) -> list[MemoryChange]:

@@ -152,3 +152,39 @@ def scrub_file(path: str | os.PathLike, *, vacuum: bool = True, timeout: float =
         return scrub(conn, vacuum=vacuum)
     finally:
         conn.close()
+
+
+def async_main_file(owner: Any) -> Path | None:
+    """The file behind the aiosqlite connection of an async saver or store (``AsyncSqliteSaver``:
+    ``owner.conn`` with ``owner.loop``), asked on the owner's own loop (the connection belongs to
+    its worker thread). None for anything else, an in-memory database, or when called from that
+    loop's thread (which would wait on itself; the owner's own sync API refuses that too)."""
+    import asyncio
+
+    conn, loop = getattr(owner, "conn", None), getattr(owner, "loop", None)
+    if conn is None or loop is None or type(conn).__module__.split(".")[0] != "aiosqlite":
+        return None
+    try:
+        if asyncio.get_running_loop() is loop:
+            return None
+    except RuntimeError:
+        pass
+
+    async def ask() -> list:
+        async with conn.execute("PRAGMA database_list") as cur:
+            return list(await cur.fetchall())
+
+    try:
+        rows = asyncio.run_coroutine_threadsafe(ask(), loop).result(timeout=30)
+    except Exception:  # a closed connection or loop: no file to scan or scrub
+        return None
+    return next((Path(file) for _seq, name, file in rows if name == "main" and file), None)
+
+
+def scrub_owned(conn: Any, path: Path, *, lock: Any = None) -> ScrubResult:
+    """Scrub the database at ``path`` that ``conn`` opened: through ``conn`` when it is a sqlite3
+    connection, else (an async saver's aiosqlite connection, which belongs to its worker thread)
+    through a connection of its own."""
+    if isinstance(conn, sqlite3.Connection):
+        return scrub(conn, lock=lock)
+    return scrub_file(path)

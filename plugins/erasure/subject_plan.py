@@ -120,6 +120,12 @@ def in_namespaces(namespace: Sequence[str], selected: Iterable[Sequence[str]]) -
 
 
 # -- fingerprints -------------------------------------------------------------------------
+#: a word pair that is one of unsee's artifact ids (``in-21e9840cdc48``): a recorded text that
+#: refers to another record (a run's input naming the user inputs it gave) holds ids, which every
+#: record about the session (a forget's page) holds too; ids are structure, never content
+_ARTIFACT_ID = re.compile(rb"^[a-z]{1,8} [0-9a-f]{12}$")
+
+
 def pairs(data: bytes | str) -> Counter:
     """Word pairs of ``data`` (lower case, ``b"w1 w2"``) and how often each occurs."""
     if isinstance(data, str):
@@ -151,7 +157,7 @@ class Fingerprinter:
         """The subject's fingerprints: pairs of its texts that no other session's text holds."""
         mine: set[bytes] = set()
         for t in subject_texts:
-            mine.update(pairs(t))
+            mine.update(p for p in pairs(t) if not _ARTIFACT_ID.match(p))
         for t in other_texts:
             if not mine:
                 break

@@ -27,11 +27,12 @@ from unsee.middleware import faults
 from .derived import ScratchState, check_derived, check_journaled, remaining_places
 from .errors import CommitInterrupted, ForgetRefused, InjectedCrash, TargetRemains
 from .event import RevocationEvent
+from .pause import waiting_head, write_paused
 from .plan import ReplayPlan
 from .ports import ForgetContext
 from .preflight import graph_label
 from .report import StepError
-from .thread import recording_store, thread_cfg
+from .thread import recording_store, thread_cfg, write_state
 from .trace import record_memory
 
 if TYPE_CHECKING:
@@ -59,7 +60,8 @@ def prepare(ctx: ForgetContext, agent: Any, plan: ReplayPlan, outcome: ReplayOut
     items the commit would write. ``NotDerived`` / ``TargetRemains``; ``earlier_sources`` names,
     for the latter, where the record shows the target entered before this forget's entry."""
     state = check_derived(agent, plan, outcome.scratch, outcome.seed, session_messages=session_messages,
-                          fork_records=ctx.records.fork_records(outcome.scratch), event_id=event.event_id)
+                          fork_records=ctx.records.fork_records(outcome.scratch), event_id=event.event_id,
+                          given=outcome.given)
     memory = [(tuple(ns), key, value) for ns, key, value in _overlay_payload(outcome.overlay)]
     places = remaining_places(state.values, memory, event.target)
     if places:
@@ -143,10 +145,13 @@ def finish_commit(ctx: ForgetContext, agent: Any, session: str, event_id: str, *
         if state is None:
             state = check_journaled(agent, session, scratch, data)
         if fresh or _commit_mark(agent, cfg) != event_id:
-            final = state.values
-            update = {k: v for k, v in final.items() if k != "messages"}
-            update["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *final.get("messages", [])]
-            agent.update_state({**cfg, "metadata": {"unsee_commit": event_id}}, update)
+            if (paused := waiting_head(agent, scratch, state.head)) is not None:
+                write_paused(agent, session, paused, event_id)  # (the counterfactual waits at a question)
+            else:
+                final = state.values
+                update = {k: v for k, v in final.items() if k != "messages"}
+                update["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *final.get("messages", [])]
+                write_state(agent, {**cfg, "metadata": {"unsee_commit": event_id}}, update)
     except (InjectedCrash, ForgetRefused):
         raise
     except Exception as e:  # the checkpointer failed: the old state stays, the journal rolls it forward

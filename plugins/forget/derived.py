@@ -10,7 +10,9 @@ replay's scratch thread. It may write it only if the replay derived it:
   messages still in it are verbatim and in order (``Seed``: their ids and
   fingerprints, taken from the session's checkpoint when the fork was made; a
   compaction in the replay may have removed some);
-- the replay recorded every user input the session recorded after the fork;
+- the replay recorded every user input and run input (a state update's keys, a human's
+  decision: ``run_inputs``) the session recorded after the fork, up to where it stopped at a
+  human's question the record does not answer;
 - no message the replay recorded has an id the session's prefix already gives
   to another message (LangGraph merges messages by id: a model that returns a
   message id twice replaces an earlier message, and the records would clash);
@@ -26,7 +28,7 @@ thread's head checkpoint: a roll-forward writes that state or nothing
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,10 +82,13 @@ def _lineage(agent: Any, thread: str, head: str) -> list[str]:
 
 
 def check_derived(agent: Any, plan: ReplayPlan, scratch: str, seed: Seed, *, session_messages: int,
-                  fork_records: tuple[list[tuple[str, str]], list[str]], event_id: str) -> ScratchState:
+                  fork_records: tuple[list[tuple[str, str]], list[str]], event_id: str,
+                  given: Collection[str] | None = None) -> ScratchState:
     """The scratch thread's final state, if the replay derived it (module docstring); else
     ``NotDerived`` naming every problem found. ``session_messages``: how many messages the
-    session's live state holds; ``fork_records``: the store's ``fork_records(scratch)``."""
+    session's live state holds; ``fork_records``: the store's ``fork_records(scratch)``;
+    ``given``: the recorded inputs the replay gave (None: every one of the plan; a replay that
+    stopped at a human's question gives those before it)."""
     session = plan.session_id
     head, values = head_of(agent, scratch)
     if head is None:
@@ -99,12 +104,17 @@ def check_derived(agent: Any, plan: ReplayPlan, scratch: str, seed: Seed, *, ses
         problems.append(changed)
     own, clash = fork_records
     recorded = {aid for aid, kind in own if kind == ArtifactType.USER_INPUT.value}
-    expected = [i for t in plan.turns for i in plan.inputs.get(t, ())]
+    expected = [i for t in plan.turns for i in plan.inputs.get(t, ()) if given is None or i.artifact_id in given]
     kept = {i.artifact_id for i in expected if not plan.sanitizes(i.artifact_id)}
     if missing := sorted(kept - recorded):
         problems.append(f"the replay did not give {len(missing)} recorded user input(s) ({', '.join(missing[:5])})")
     elif len(recorded) < len(expected):
         problems.append(f"the replay gave {len(recorded)} user input(s) where the session recorded {len(expected)}")
+    # every run input given (a state update's keys, a human's decision) was recorded again, by its id
+    runs = {aid for aid, kind in own if kind == ArtifactType.RUN_INPUT.value}
+    want = {r.artifact_id for r in plan.runs if given is None or r.artifact_id in given}
+    if lost := sorted(want - runs):
+        problems.append(f"the replay did not give {len(lost)} recorded run input(s) ({', '.join(lost[:5])})")
     if clash:
         problems.append(f"the replay's model returned message id(s) the session's earlier messages already have "
                         f"({', '.join(clash[:5])}): LangGraph merges messages by id, so a reply would replace an "

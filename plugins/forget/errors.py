@@ -5,7 +5,7 @@ from __future__ import annotations
 from unsee.middleware.errors import InjectedCrash, Interrupted, UnseeError
 
 __all__ = ["AgentCannotReplay", "AgentUnknown", "CommitInterrupted", "ForgetRefused", "IfcNotEnabled", "InjectedCrash",
-           "NotDerived", "ReplayFailed", "ReplayIncomplete", "TargetRemains", "UnknownStrategy", "UnsupportedSession"]
+           "NeedsAsync", "NotDerived", "ReplayFailed", "ReplayIncomplete", "TargetRemains", "UnknownStrategy", "UnsupportedSession"]
 
 
 class AgentUnknown(UnseeError, LookupError):
@@ -124,9 +124,8 @@ class AgentCannotReplay(ForgetRefused, LookupError):
 class UnsupportedSession(ForgetRefused, NotImplementedError):
     """The session holds something a replay cannot give again yet, or its erasure could not run:
     runs nested in another graph on the same thread (subagents, supervisor workers, swarm
-    agents), runs resumed after an interrupt (a human's decision), a run still waiting at an
-    interrupt, tools with no synchronous form, no recorded run to replay, a history erasure
-    cannot rewrite. Refused before anything changes (a refusal, never a half-forget).
+    agents), runs resumed after an interrupt whose decision the record does not hold (an older
+    unsee), no recorded run to replay, a history erasure cannot rewrite. Refused before anything changes (a refusal, never a half-forget).
     ``reasons``: one line each. Exit code 2."""
 
     exit_code = 2
@@ -136,6 +135,22 @@ class UnsupportedSession(ForgetRefused, NotImplementedError):
                          + ". Nothing was changed")
         self.session_id = session_id
         self.reasons = list(reasons)
+
+
+class NeedsAsync(ForgetRefused, TypeError):
+    """A replay of this session must run the agent asynchronously (``ainvoke``): tools with no
+    synchronous form (``async def`` tools, every MCP tool) or a model only ``ainvoke`` answers.
+    Raised by a synchronous ``forget`` before anything changes; ``u.aforget(...)`` replays it.
+    ``tools``: the async-only tools found. Exit code 2."""
+
+    exit_code = 2
+
+    def __init__(self, session_id: str, tools: list[str]):
+        super().__init__(f"session {session_id!r} needs an asynchronous replay: tool(s) {', '.join(tools)} have no "
+                         "synchronous form (async def or MCP tools); forget it with `await u.aforget(...)`, which "
+                         "replays the agent with ainvoke. Nothing was changed")
+        self.session_id = session_id
+        self.tools = list(tools)
 
 
 class NotDerived(ForgetRefused, RuntimeError):

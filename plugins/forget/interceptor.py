@@ -17,7 +17,11 @@ recorded model turns until the counterfactual run diverges from them:
   injection the recorder only sees after the call could then differ;
 - each tool call is answered as ``decide`` (pure, in ``decide``) says: from
   the record (the tau observation with the target removed), by running the
-  tool, or not at all (a deferred side effect).
+  tool, or not at all (a deferred side effect). An answer from the record is
+  the original tool message (content blocks, artifact, status: the session's
+  live state holds it, ``ReplayPlan.originals``) whenever it still says what
+  the record says, the target removed where it is an entry; else a message
+  with the recorded text.
 """
 
 from __future__ import annotations
@@ -27,18 +31,37 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langchain.agents.middleware.types import ModelResponse
+from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langgraph.types import Command
 
 from unsee.middleware.hooks import _ai_message_of, text_of
 from unsee.middleware.recorder import current_scope
 from unsee.middleware.tools import effect_of, not_executed
 
 from .decide import Action, Decision, SideEffectPolicy, ToolCall, decide, same_args
+from .deferral import deferred_request
 from .plan import RecordedCall, RecordedTurn, ReplayPlan
 from .report import ReplayCounts, SideEffect
-from .sanitize import sanitize, sanitize_message
+from .sanitize import sanitize, sanitize_message, sanitize_value
 
 __all__ = ["ReplayInterceptor", "ReplayStats", "SideEffectPolicy"]
+
+
+def sanitize_update(update: dict, target: str) -> dict:
+    """A ``Command``'s state update without ``target``: its messages (content, tool call
+    arguments; ids kept) and every other JSON-able value."""
+    out: dict = {}
+    for key, value in update.items():
+        if isinstance(value, list) and any(hasattr(v, "content") for v in value):
+            out[key] = [sanitize_message(v, target) if hasattr(v, "content") else sanitize_value(v, target)
+                        for v in value]
+        elif hasattr(value, "content"):
+            out[key] = sanitize_message(value, target)
+        else:
+            out[key] = sanitize_value(value, target)
+    return out
 
 
 @dataclass
@@ -54,11 +77,44 @@ class ReplayStats:
     from_record_ids: list[str] = field(default_factory=list)
     #: the tools the replay executed (name and call id)
     executed_calls: list[tuple[str, str]] = field(default_factory=list)
+    #: the tools the replay met that declare no effect and have none to infer: treated as external
+    assumed_external: set[str] = field(default_factory=set)
 
 
 def _same_calls(made: list[dict], recorded: tuple[RecordedCall, ...]) -> bool:
     return len(made) == len(recorded) and all(
         m["name"] == r.name and same_args(m["args"], r.args) for m, r in zip(made, recorded))
+
+
+class RecordedReply(BaseChatModel):
+    """A chat model that answers with a recorded message: a re-materialised turn made to pass
+    through the agent's own output handling (a structured-output call gets its answer and the
+    ``structured_response`` as it did in the run)."""
+
+    reply: AIMessage
+
+    @property
+    def _llm_type(self) -> str:
+        return "unsee-recorded-reply"
+
+    def bind_tools(self, tools, **kwargs) -> "RecordedReply":
+        return self
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=self.reply)])
+
+
+def _through_agent(request: Any, recorded: ModelResponse) -> Any | None:
+    """The request with the recorded reply as its model, when the reply calls a tool the agent
+    does not run (a structured-output call: ``create_agent`` answers it itself, after the
+    model); None when the recorded reply can be given as it is."""
+    ai = recorded.result[0]
+    if getattr(request, "response_format", None) is None or not ai.tool_calls:
+        return None
+    tools = {getattr(t, "name", None) for t in getattr(request, "tools", None) or ()}
+    if all(c["name"] in tools for c in ai.tool_calls):
+        return None
+    return request.override(model=RecordedReply(reply=ai))
 
 
 class ReplayInterceptor:
@@ -150,12 +206,22 @@ class ReplayInterceptor:
         if scope is not None and scope.blocks:
             self._resync = False  # a memory injection: later prompts may differ after the fact
 
-    def model_call(self, request, handler):
+    def _recorded_answer(self) -> tuple[RecordedTurn | None, ModelResponse | None]:
+        """The recorded turn at this model call and its recorded answer when the record answers
+        it (B7 outside I(z), or a resync; None when the model must decode it)."""
         rec = self._next_recorded()
         if self._use_record(rec):
-            return self._rematerialise(rec)
+            return rec, self._rematerialise(rec)
         if (again := self._resynced()) is not None:
-            return self._rematerialise(again)
+            return rec, self._rematerialise(again)
+        return rec, None
+
+    def model_call(self, request, handler):
+        rec, recorded = self._recorded_answer()
+        if recorded is not None:
+            if (through := _through_agent(request, recorded)) is not None:
+                return handler(through)
+            return recorded
         try:
             response = handler(request)
         except Exception as e:
@@ -165,11 +231,11 @@ class ReplayInterceptor:
         return self._after_decode(rec, response)
 
     async def amodel_call(self, request, handler):
-        rec = self._next_recorded()
-        if self._use_record(rec):
-            return self._rematerialise(rec)
-        if (again := self._resynced()) is not None:
-            return self._rematerialise(again)
+        rec, recorded = self._recorded_answer()
+        if recorded is not None:
+            if (through := _through_agent(request, recorded)) is not None:
+                return await handler(through)
+            return recorded
         try:
             response = await handler(request)
         except Exception as e:
@@ -197,10 +263,22 @@ class ReplayInterceptor:
                     if c.artifact_id not in self._used and c.name == call.name and same_args(c.args, call.args)]
 
     def _recorded_message(self, call: ToolCall, c: RecordedCall) -> ToolMessage:
+        status = "error" if c.return_status == "error" else "success"
+        original = self.plan.originals.get(c.call_id)
+        if isinstance(original, ToolMessage) and text_of(original) == (c.return_content or ""):
+            # the message the agent saw then, as it was (content blocks, artifact, status, name)
+            msg = ToolMessage(content=original.content, tool_call_id=call.call_id or c.call_id,
+                              name=original.name or call.name, status=original.status,
+                              artifact=original.artifact, additional_kwargs=dict(original.additional_kwargs),
+                              response_metadata=dict(original.response_metadata))
+            if self.plan.sanitizes(c.return_id) or self.target in str(msg.content) or \
+                    self.target in str(msg.artifact):
+                msg = sanitize_message(msg, self.target)  # o_tau without z
+                msg.artifact = sanitize_value(msg.artifact, self.target)
+            return msg
         content = c.return_content or ""
         if self.plan.sanitizes(c.return_id):
             content = sanitize(content, self.target)  # o_tau without z
-        status = "error" if c.return_status == "error" else "success"
         return ToolMessage(content=content, tool_call_id=call.call_id or c.call_id, name=call.name,
                            status=status)
 
@@ -210,7 +288,11 @@ class ReplayInterceptor:
         call = ToolCall(name=tc.get("name"), args=tc.get("args"), call_id=tc.get("id"),
                         effect=effect_of(request.tool))
         rec = self._match(call)
-        d = decide(call, rec, self.side_effects, self._identical(call))  # decide() says when candidates count
+        if call.effect is None and not (rec is not None and rec.command):
+            with self._lock:
+                self.stats.assumed_external.add(str(call.name or ""))
+        d = decide(call, rec, self.side_effects, self._identical(call),  # decide() says when candidates count
+                   hosts_runs=call.name in self.plan.run_hosts)
         if d.action is Action.RECORD:
             self.stats.from_record_ids.append(d.record.artifact_id)
             if d.status == "deduplicated":
@@ -220,9 +302,7 @@ class ReplayInterceptor:
                     tool=d.record.name, args=d.record.args, effect=call.effect,
                     call_artifact_id=d.record.artifact_id, result=d.record.return_content, status="deduplicated"))
             return d, self._recorded_message(call, d.record)
-        if d.action is Action.DEFER:
-            self.stats.deferred.append(SideEffect(tool=call.name or "", args=call.args or {}, effect=call.effect,
-                                                  status=d.status))
+        if d.action is Action.DEFER:  # (counted by ``_deferred`` once the call reaches its tool)
             return d, not_executed(
                 f"[unsee] {call.name} was not executed: external side effects are {d.status} during replay.",
                 call.call_id, call.name, "replay")
@@ -234,17 +314,41 @@ class ReplayInterceptor:
         tool did is not undone, only what the agent is shown)."""
         if isinstance(result, ToolMessage) and self.target in str(result.content):
             return sanitize_message(result, self.target)
+        if isinstance(result, Command) and isinstance(result.update, dict) and self.target in str(result.update):
+            # a state effect's update: what it writes is observed by the counterfactual too
+            return Command(graph=result.graph, update=sanitize_update(result.update, self.target),
+                           resume=result.resume, goto=result.goto)
         return result
 
     def _executing(self, request) -> None:
         self.stats.counts.tool_calls_executed += 1
         tc = request.tool_call
         self.stats.executed_calls.append((str(tc.get("name") or ""), str(tc.get("id") or "")))
-        if effect_of(request.tool) == "write":
+        if effect_of(request.tool) in ("write", "state"):
             self._resync = False  # a write the record may not have: later injections could differ
+
+    def _deferred(self, request, d: Decision, answer: ToolMessage):
+        """``request`` passed on with its tool standing in for the deferral (``deferral``), and the
+        deferral counted when reached; None: answer at once (no tool to stand in for)."""
+        tc = request.tool_call
+        effect = SideEffect(tool=tc.get("name") or "", args=tc.get("args") or {}, effect=effect_of(request.tool),
+                            status=d.status)
+
+        def reached() -> None:
+            with self._lock:
+                self.stats.deferred.append(effect)
+
+        inner = deferred_request(request, answer, reached)
+        if inner is None:
+            reached()
+        return inner
 
     def tool_call(self, request, handler):
         d, msg = self._decide(request)
+        if msg is not None and d.action is Action.DEFER:
+            inner = self._deferred(request, d, msg)
+            if inner is not None:
+                return handler(inner)
         if msg is not None:
             self.stats.counts.tool_calls_from_record += d.action is Action.RECORD
             return msg
@@ -257,6 +361,10 @@ class ReplayInterceptor:
 
     async def atool_call(self, request, handler):
         d, msg = self._decide(request)
+        if msg is not None and d.action is Action.DEFER:
+            inner = self._deferred(request, d, msg)
+            if inner is not None:
+                return await handler(inner)
         if msg is not None:
             self.stats.counts.tool_calls_from_record += d.action is Action.RECORD
             return msg
@@ -268,6 +376,14 @@ class ReplayInterceptor:
             raise
 
     # -- after the run ----------------------------------------------------
+    def assumed_external(self) -> list[str]:
+        """The tools of this replay and of the replayed record that declare no effect and have
+        none to infer (``middleware.tools.effect_basis``): treated as external, never fired twice."""
+        names = set(self.stats.assumed_external)
+        names.update(c.name for t in self.plan.model_turns for c in t.calls
+                     if c.effect is None and not c.command and c.fired)
+        return sorted(n for n in names if n)
+
     def orphaned(self) -> list[SideEffect]:
         """External calls the original world fired that the counterfactual did not make."""
         out = []

@@ -25,7 +25,7 @@ from .commit import commit, finish_commit, prepare
 from .decide import SIDE_EFFECT_POLICIES, SideEffectPolicy
 from .errors import AgentUnknown, CommitInterrupted, IfcNotEnabled
 from .event import RevocationEvent
-from .plan import ReplayPlan, describe, make_plan, observed_entries
+from .plan import ReplayPlan, describe, make_plan, observed_entries, with_originals
 from .ports import ForgetContext
 from .replay import abandon, clear_scratch, is_scratch_thread, run_replay, scratch_thread
 from .trace import phase, record_superseded
@@ -140,6 +140,23 @@ def _earlier_sources(g: Any, plan: ReplayPlan, target: str) -> list[str]:
         if a.is_observation and a.seq < plan.entry.seq:
             out[f"{a.source_ids[0] if a.source_ids else a.type.value} ({a.id}, turn {a.turn})"] = None
     return list(out)
+
+
+def _human_notes(plan: ReplayPlan, outcome: Any) -> list[str]:
+    """What the report says of the human decisions the replay met (``given.py``)."""
+    notes = []
+    if outcome.unasked:
+        notes.append(f"the counterfactual asked no question where the session recorded {len(outcome.unasked)} "
+                     f"human decision(s) ({', '.join(outcome.unasked)}): not given")
+    if outcome.stopped_at is not None:
+        left = [r.artifact_id for r in plan.runs if r.artifact_id not in outcome.given
+                and r.artifact_id not in outcome.unasked and r.turn >= outcome.stopped_at]
+        notes.append(f"the counterfactual asks a question of its own at recorded turn {outcome.stopped_at}, which no "
+                     "recorded decision answered: the session now waits for a human there (awaiting_human), and "
+                     f"the {len(left)} recorded input(s) after it were not given")
+    elif outcome.awaiting:
+        notes.append("the session waits for a human at the counterfactual's question, as it waited before the forget")
+    return notes
 
 
 class Forgetter:
@@ -280,6 +297,7 @@ class Forgetter:
         with phase("check"):
             live = check_replayable(agent, session, g, plan, erasure=erasure if commit_result else None,
                                     inputs_from_state=ctx.sessions.session(session).run_died)
+            plan = with_originals(plan, live.messages)  # (answers from the record: the original messages)
         faults.point("check")
         errors: list[StepError] = []
         try:
@@ -312,6 +330,7 @@ class Forgetter:
         notes = []
         if st.diverged_at:
             notes.append(f"the counterfactual diverged from the record at {st.diverged_at}")
+        notes.extend(_human_notes(plan, outcome))
         if errors:
             notes.append(_unfinished(errors))
         if differs := _numerics_differ(ctx.cache(), g, plan, session):
@@ -324,6 +343,8 @@ class Forgetter:
             wall_time_s=time.perf_counter() - t0,
             orphaned_side_effects=orphaned,
             deferred_side_effects=st.deferred,
+            awaiting_human=outcome.awaiting,
+            assumed_external=outcome.interceptor.assumed_external(),
             committed=committed,
             scratch_thread=outcome.scratch,
             notes=notes,

@@ -11,8 +11,9 @@ interceptor walks in order. Nothing here executes anything.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from unsee.middleware.graph import TURN_BOUNDARY, ProvenanceGraph
 from unsee.middleware.records import Artifact, ArtifactType, Checkpoint, Hit
@@ -31,8 +32,20 @@ class RecordedCall:
     return_id: str | None
     return_content: str | None
     return_status: str | None
-    #: False when the tool never ran (blocked by a policy, deferred by replay)
+    #: False when the tool never ran (blocked by a policy, deferred by replay), or unsee never saw
+    #: it run (the answer appeared in the state without a tool call through the middleware: a
+    #: structured-output call, a call a limit middleware blocked, an invalid call)
     executed: bool = True
+    #: the tool returned a LangGraph ``Command`` (a state effect: a replay runs it again)
+    command: bool = False
+    #: its return was observed before the target's entry (the clean prefix): the counterfactual
+    #: made this very call and saw this very return
+    prefix: bool = False
+    #: the tool says calling it again changes nothing more (MCP ``idempotentHint``)
+    idempotent: bool = False
+    #: an agent ran nested in the call (a subagent the tool invoked on the same thread): a replay
+    #: runs the tool again, and the nested run's own calls are matched to their records
+    hosts_run: bool = False
 
     @property
     def fired(self) -> bool:
@@ -70,6 +83,40 @@ class RecordedInput:
 
 
 @dataclass(frozen=True)
+class RecordedRun:
+    """What one graph run of the suffix was given, as LangGraph got it (a ``run_input`` artifact:
+    ``unsee.middleware.run_inputs.payload_of`` is its body)."""
+
+    artifact_id: str
+    turn: int
+    seq: int
+    payload: dict
+
+    @property
+    def resumes(self) -> bool:
+        """A ``Command`` with a resume value: a human's decision at an interrupt."""
+        return "resume" in self.payload
+
+    def message_refs(self) -> list[str]:
+        """The recorded user inputs its messages refer to, in order."""
+        out: list[str] = []
+        _refs(self.payload, out)
+        return out
+
+
+def _refs(value, out: list[str]) -> None:
+    if isinstance(value, dict):
+        if set(value) == {"$artifact"}:
+            out.append(str(value["$artifact"]))
+            return
+        for v in value.values():
+            _refs(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            _refs(v, out)
+
+
+@dataclass(frozen=True)
 class ReplayPlan:
     session_id: str
     #: the strategy's code ("B7")
@@ -89,17 +136,48 @@ class ReplayPlan:
     #: observation that holds it again (a second read of the same record, the user repeating
     #: it); empty means the entry alone
     entries: frozenset[str] = frozenset()
+    #: the recorded run inputs of the suffix, in order (empty for a session recorded before
+    #: runs' inputs were: its turns are given their user inputs as ``{"messages": [...]}``)
+    runs: tuple[RecordedRun, ...] = ()
+    #: the session's tool messages as its live state holds them, by tool call id (read once, at
+    #: the check before a replay: :func:`with_originals`): a call the replay answers from the
+    #: record gets the original message's content blocks, artifact and status, not only its text
+    originals: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def run_hosts(self) -> frozenset[str]:
+        """The tools agents ran nested in (a subagent a tool invokes on the same thread), as the
+        suffix's record shows: a replay runs them again, new arguments included."""
+        return frozenset(c.name for t in self.model_turns for c in t.calls if c.hosts_run)
 
     def sanitizes(self, artifact_id: str | None) -> bool:
         """Whether the replay gives this recorded observation without the target."""
         return artifact_id is not None and (artifact_id == self.entry.id or artifact_id in self.entries)
 
     def fired_external(self) -> list[RecordedCall]:
-        return [c for t in self.model_turns for c in t.calls
-                if c.effect not in ("read", "write") and c.fired]
+        """The recorded calls whose side effect reached outside (external or undeclared, not a
+        state update) and happened: what a replay must never fire again."""
+        return [c for t in self.model_turns for c in t.calls if is_external(c) and c.fired]
 
 
-def recorded_turn(g: ProvenanceGraph, mt: Artifact, closure: frozenset[str]) -> RecordedTurn:
+def is_external(c: RecordedCall) -> bool:
+    """External or undeclared, and not a state effect (``state``, or a ``Command`` returned) nor a
+    call that ran an agent nested in it (its effects are the nested run's own calls, each judged
+    by itself; a replay runs such a call again)."""
+    return c.effect not in ("read", "write", "state") and not c.command and not c.hosts_run
+
+
+def with_originals(plan: ReplayPlan, messages: Iterable[Any]) -> ReplayPlan:
+    """``plan`` with the live state's tool messages (``ReplayPlan.originals``)."""
+    originals = {m.tool_call_id: m for m in messages
+                 if getattr(m, "type", None) == "tool" and getattr(m, "tool_call_id", None)}
+    return replace(plan, originals=originals)
+
+
+def recorded_turn(g: ProvenanceGraph, mt: Artifact, closure: frozenset[str], entry_seq: int | None = None
+                  ) -> RecordedTurn:
+    """The recorded model turn ``mt`` with its calls and their returns; ``entry_seq``: the seq of
+    the target's entry (a return recorded before it is in the clean prefix)."""
     text = ""
     calls = []
     for cid in g.children(mt.id):
@@ -108,13 +186,18 @@ def recorded_turn(g: ProvenanceGraph, mt: Artifact, closure: frozenset[str]) -> 
             text = g.content(cid) or ""
         elif child.type is ArtifactType.TOOL_CALL:
             body = json.loads(g.content(cid) or "{}")
-            ret = next((g.get(x) for x in g.children(cid) if g.get(x).type is ArtifactType.TOOL_RETURN), None)
+            kids = [g.get(x) for x in g.children(cid)]
+            ret = next((k for k in kids if k.type is ArtifactType.TOOL_RETURN), None)
             calls.append((child.seq, RecordedCall(
                 artifact_id=cid, call_id=str(child.attrs.get("call_id") or ""), name=body.get("name", ""),
                 args=body.get("args", {}), effect=child.attrs.get("effect"),
                 return_id=ret.id if ret else None, return_content=g.content(ret.id) if ret else None,
                 return_status=ret.attrs.get("status") if ret else None,
-                executed=bool(ret.attrs.get("executed", True)) if ret else True,
+                executed=bool(ret.attrs.get("executed", True)) and not ret.attrs.get("unobserved") if ret else True,
+                command=bool(ret.attrs.get("command")) if ret else False,
+                prefix=ret is not None and entry_seq is not None and ret.seq < entry_seq,
+                idempotent=bool(ret.attrs.get("idempotent")) if ret else False,
+                hosts_run=any(k.type is ArtifactType.NESTED_INPUT for k in kids),
             )))
     calls.sort(key=lambda x: x[0])
     prompt = None
@@ -139,7 +222,9 @@ def fork_point(g: ProvenanceGraph, tau: int, available: Callable[[Checkpoint], b
 
 def observed_entries(g: ProvenanceGraph, target: str, hit: Hit, source: str | None = None) -> frozenset[str]:
     """The observations (user inputs, tool returns, memory reads) holding ``target`` at or after
-    its entry, the entry included, whatever their source.
+    its entry, the entry included, whatever their source; and the state writes that brought it
+    in themselves (``ProvenanceGraph.brings_in``: a tool put it into state, the model never
+    gave it), which the replay's tool gives again without it.
 
     The counterfactual is the session where the target was never seen: it is removed from the
     observation it entered through and from every later one that holds it again (the same
@@ -149,7 +234,7 @@ def observed_entries(g: ProvenanceGraph, target: str, hit: Hit, source: str | No
     (its occurrences are that source's only; None: they are every occurrence already)."""
     entry = g.get(hit.artifact_id)
     found = (g.get(a) for a in hit.occurrences) if source is None else iter(g.occurrences(target))
-    return frozenset([entry.id, *(a.id for a in found if a.is_observation and a.seq >= entry.seq)])
+    return frozenset([entry.id, *(a.id for a in found if a.seq >= entry.seq and g.brings_in(a, target))])
 
 
 def make_plan(g: ProvenanceGraph, hit: Hit, closure: frozenset[str], strategy: Strategy | str, *,
@@ -167,6 +252,7 @@ def make_plan(g: ProvenanceGraph, hit: Hit, closure: frozenset[str], strategy: S
     turns = tuple(range(first_turn, last_turn + 1))
     inputs: dict[int, list[RecordedInput]] = {t: [] for t in turns}
     model_turns = []
+    runs = []
     transitions = 0
     for a in g.since_seq(fork_seq):  # (the suffix only: a binary search, not a walk of the session)
         if a.is_observation:
@@ -174,7 +260,9 @@ def make_plan(g: ProvenanceGraph, hit: Hit, closure: frozenset[str], strategy: S
         if a.type is ArtifactType.USER_INPUT and a.turn in inputs:
             inputs[a.turn].append(RecordedInput(a.id, a.attrs.get("message_id"), g.content(a.id) or "", a.turn))
         elif a.type is ArtifactType.MODEL_TURN and not a.attrs.get("unobserved"):
-            model_turns.append(recorded_turn(g, a, closure))
+            model_turns.append(recorded_turn(g, a, closure, entry.seq))
+        elif a.type is ArtifactType.RUN_INPUT and a.turn in inputs and not a.attrs.get("graph_ns"):
+            runs.append(RecordedRun(a.id, a.turn, a.seq, json.loads(g.content(a.id) or "{}")))
     calls = {c.call_id: c for t in model_turns for c in t.calls}
     return ReplayPlan(
         session_id=g.session_id or entry.session_id,
@@ -191,6 +279,7 @@ def make_plan(g: ProvenanceGraph, hit: Hit, closure: frozenset[str], strategy: S
         fork_seq=fork_seq,
         calls_by_id=calls,
         entries=entries,
+        runs=tuple(runs),
     )
 
 
@@ -202,7 +291,7 @@ def describe(plan: ReplayPlan) -> ForgetPlan:
         SideEffect(tool=c.name, args=c.args, effect=c.effect, call_artifact_id=c.artifact_id,
                    result=None, status="orphaned")
         for t in plan.model_turns if t.in_closure for c in t.calls
-        if c.effect not in ("read", "write") and c.return_id is not None
+        if is_external(c) and c.fired
     ]
     cp = plan.checkpoint
     return ForgetPlan(
@@ -213,4 +302,6 @@ def describe(plan: ReplayPlan) -> ForgetPlan:
         checkpoint_turn=cp.turn if cp else 0, turns_to_replay=list(plan.turns),
         transitions_to_replay=plan.transitions, model_turns_to_decode=decode,
         model_turns_to_rematerialise=remat, side_effects_at_risk=at_risk,
+        assumed_external=sorted({c.name for t in plan.model_turns for c in t.calls
+                                 if c.effect is None and not c.command and c.fired and c.name}),
     )

@@ -64,6 +64,8 @@ class ForgetPlan(BaseModel):
     model_turns_to_decode: list[str]
     model_turns_to_rematerialise: list[str]
     side_effects_at_risk: list[SideEffect]
+    #: the undeclared tools the suffix's record holds (``ForgetReport.assumed_external``)
+    assumed_external: list[str] = Field(default_factory=list)
 
 
 class TransitionOutcome(BaseModel):
@@ -111,6 +113,16 @@ class ForgetReport(ReplayCounts):
     wall_time_s: float = 0.0
     orphaned_side_effects: list[SideEffect] = Field(default_factory=list)
     deferred_side_effects: list[SideEffect] = Field(default_factory=list)
+    #: the tools the replay met (or the record holds) that declare no effect and have none to
+    #: infer (no MCP annotations, no ``Command``, not added by a middleware): *assumed* external,
+    #: so never fired twice; declare an effect to have them replayed (docs/forget.md)
+    assumed_external: list[str] = Field(default_factory=list)
+    #: what the session now waits for a human to answer (its pending interrupts' values, e.g. a
+    #: human-in-the-loop approval's action requests), None when it waits for nothing: the
+    #: session's own pause replayed, or a question of the counterfactual's own where a recorded
+    #: decision answered another one (the replay stopped there: ``notes`` say which inputs it
+    #: did not give)
+    awaiting_human: list[Any] | None = None
     committed: bool = False
     scratch_thread: str | None = None
     notes: list[str] = Field(default_factory=list)

@@ -84,3 +84,56 @@ def delete_thread(agent: Any, thread: str) -> None:
     saver = getattr(agent, "checkpointer", None)
     if saver is not None and hasattr(saver, "delete_thread"):
         saver.delete_thread(thread)
+
+
+def _written_cfg(cfg: dict, written: Any) -> dict:
+    """The config that reads back what ``update_state`` just wrote (its checkpoint id)."""
+    conf = (written or {}).get("configurable") or {}
+    return {**cfg, "configurable": {**cfg["configurable"], **conf}} if conf.get("checkpoint_id") else cfg
+
+
+def _writer_node(agent: Any) -> str | None:
+    """A node of ``agent`` that may write any key of its state (every node but the input's)."""
+    return next((n for n in getattr(agent, "nodes", {}) or {} if not str(n).startswith("__")), None)
+
+
+def write_state(agent: Any, cfg: dict, values: dict) -> Any:
+    """``agent.update_state(cfg, values)`` that writes every key of ``values``, private ones too.
+
+    ``update_state`` applies values as the node that last wrote the thread (the graph's input
+    when a run had just begun), and the input leaves out the keys the graph keeps private
+    (a middleware's counters, e.g. ``thread_model_call_count``): a fork or a commit would lose
+    them. Those left out are written again as a node that writes any key; when that schedules
+    tasks the first write did not, they are cleared, so the thread waits where it did. Returns
+    the config of the last checkpoint written.
+
+    A key with a reducer (``Annotated[list, operator.add]``, a counter, deepagents' ``files``)
+    is written as it is (``Overwrite``), not reduced into what the thread holds: the state
+    written is ``values``, whatever the thread held before."""
+    written = agent.update_state(cfg, _overwriting(agent, values))
+    rest = {k: v for k, v in values.items() if k != "messages"}
+    if not rest:
+        return written
+    snap = agent.get_state(_written_cfg(cfg, written))
+    missing = {k: v for k, v in rest.items() if snap.values.get(k) != v}
+    node = _writer_node(agent)
+    if not missing or node is None:
+        return written
+    waiting = tuple(snap.next or ())
+    written = agent.update_state(_written_cfg(cfg, written), _overwriting(agent, missing), as_node=node)
+    if not waiting:
+        from langgraph.graph import END
+
+        written = agent.update_state(_written_cfg(cfg, written), None, as_node=END)
+    return written
+
+
+def _overwriting(agent: Any, values: dict) -> dict:
+    """``values`` with each key whose channel reduces its writes (other than ``messages``, which a
+    caller replaces with ``RemoveMessage(REMOVE_ALL_MESSAGES)``) wrapped in ``Overwrite``."""
+    from langgraph.channels.binop import BinaryOperatorAggregate
+    from langgraph.types import Overwrite
+
+    channels = getattr(agent, "channels", None) or {}
+    return {k: Overwrite(v) if k != "messages" and isinstance(channels.get(k), BinaryOperatorAggregate) else v
+            for k, v in values.items()}

@@ -6,7 +6,8 @@ effect) and the sandbox (environments, the call ledger):
 - :mod:`.effects` — :func:`unsee_tool`, :func:`declare_effect`,
   :func:`sandbox_command_tool`: tools that declare their effect
   (``read`` / ``write`` / ``external``) and route calls through a
-  :class:`~unsee.sandbox.Ledger`.
+  :class:`~unsee.sandbox.Ledger` (``state``, a graph-state update, is a
+  declaration only: the ledger routes none).
 - :mod:`.environments` — :class:`SessionEnvironments`, one sandbox
   environment per session, snapshotted at checkpoints, shadowed for replays;
   :mod:`.catalog` — where their snapshots are recorded (a JSON file under the
@@ -14,7 +15,9 @@ effect) and the sandbox (environments, the call ledger):
   local backend's snapshots kept in that store; :mod:`.errors` —
   :class:`SnapshotElsewhere`.
 
-:func:`effect_of` and :data:`EFFECT_KEY` are the recording core's
+:func:`effect_of` (declared, else inferred: MCP annotations, a ``Command``
+return, a middleware that adds the tool), :func:`effect_basis` (which, and
+why), :data:`EFFECT_KEY` and :data:`STATE` are the recording core's
 (:mod:`unsee.middleware.tools`), re-exported here for convenience.
 
 Public names are imported lazily (on first use), so importing the face loads
@@ -28,6 +31,8 @@ from unsee.plugins import lazy_exports
 
 _EXPORTS = {
     "EFFECT_KEY": "unsee.middleware.tools",
+    "STATE": "unsee.middleware.tools",
+    "effect_basis": "unsee.middleware.tools",
     "effect_of": "unsee.middleware.tools",
     "EFFECTS": "unsee.sandbox",
     "Effect": "unsee.sandbox",

@@ -8,6 +8,13 @@ Every tool an unsee agent uses declares what it does to the world:
 ``external``  reaches outside (mail, payments, HTTP): goes through the
               ledger's outbox, so it fires at most once (a forget's replay
               de-duplicates or defers it before it reaches the tool)
+``state``     updates the agent's own graph state (returns a ``Command``):
+              run again by a replay; a declaration only (``declare_effect``
+              without a ledger), since the ledger routes no state update
+
+A tool that declares nothing is given an effect from what it is (MCP
+annotations, a ``Command`` return, a middleware that adds it), else treated as
+external: :func:`unsee.middleware.tools.effect_basis`.
 
 The declaration lives in ``tool.metadata["unsee.effect"]`` (the recording
 middleware reads exactly that key; :func:`~unsee.middleware.tools.effect_of`
@@ -40,14 +47,14 @@ import functools
 import inspect
 import shlex
 import string
-from typing import Any, Callable, Union
+from typing import Any, Callable, Literal, Union
 
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.tools.base import create_schema_from_function
 from pydantic import BaseModel, create_model
 
 from unsee.middleware.context import logical_session
-from unsee.middleware.tools import EFFECT_KEY
+from unsee.middleware.tools import EFFECT_KEY, STATE
 from unsee.sandbox import EFFECTS, Effect, Environment, ExecResult, Ledger
 
 __all__ = ["declare_effect", "unsee_tool", "sandbox_command_tool", "current_session_id"]
@@ -58,9 +65,11 @@ _INJECTED = ("env",)
 EnvSource = Union[Environment, Callable[[], Environment]]
 
 
-def _check_effect(effect: str) -> None:
-    if effect not in EFFECTS:
-        raise ValueError(f"effect must be one of {EFFECTS}, not {effect!r}")
+def _check_effect(effect: str, state: bool = False) -> None:
+    """``state``: the effect may also be ``state`` (a declaration only: the ledger routes none)."""
+    if effect not in EFFECTS and not (state and effect == STATE):
+        allowed = (*EFFECTS, STATE) if state else EFFECTS
+        raise ValueError(f"effect must be one of {allowed}, not {effect!r}")
 
 
 def _resolve_env(env: EnvSource) -> Environment:
@@ -84,16 +93,19 @@ def _route(
 
 
 def declare_effect(
-    tool: BaseTool, effect: Effect, *, ledger: Ledger | None = None, session: str | None = None
+    tool: BaseTool, effect: Effect | Literal["state"], *, ledger: Ledger | None = None, session: str | None = None
 ) -> BaseTool:
     """Declare the effect of an existing LangChain tool.
 
     Without a ledger the tool itself is updated (its metadata gains
     ``unsee.effect``) and returned. With a ledger a new tool with the same
-    name, description and argument schema is returned whose calls go through
-    the ledger (external effects: the outbox).
+    name, description, argument schema (a pydantic model or a JSON schema, as
+    MCP tools have) and metadata (an MCP tool's annotations included) is
+    returned whose calls go through the ledger (external effects: the outbox).
+    The copy runs the way the tool does: a tool with no synchronous form (every
+    MCP tool) gets a copy with none either, to be called with ``ainvoke``.
     """
-    _check_effect(effect)
+    _check_effect(effect, state=ledger is None)
     if ledger is None:
         tool.metadata = {**(tool.metadata or {}), EFFECT_KEY: effect}
         return tool
@@ -110,13 +122,16 @@ def declare_effect(
 
         return await asyncio.to_thread(_route, ledger, inner.name, effect, kwargs, call, session)
 
+    schema = inner.args_schema
+    keeps_schema = isinstance(schema, (type, dict))  # (a JSON schema: the arguments go through as given)
+    sync = not (isinstance(inner, StructuredTool) and inner.func is None)
     return StructuredTool.from_function(
-        func=run,
+        func=run if sync else None,
         coroutine=arun,
         name=inner.name,
         description=inner.description,
-        args_schema=inner.args_schema if isinstance(inner.args_schema, type) else None,
-        infer_schema=not isinstance(inner.args_schema, type),
+        args_schema=schema if keeps_schema else None,
+        infer_schema=not keeps_schema,
         return_direct=inner.return_direct,
         metadata={**(inner.metadata or {}), EFFECT_KEY: effect},
         tags=list(inner.tags or []),

@@ -32,6 +32,7 @@ LANES: tuple[str, ...] = (
     "tool_call",
     "summary",
     "memory_write",
+    "state_write",
 )
 DX = 100  # px between consecutive steps
 DY = 90  # px between lanes

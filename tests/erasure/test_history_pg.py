@@ -7,8 +7,8 @@ Forget + erase on a full-state and on a ``DeltaChannel`` thread takes the SQL pa
 holds the target in 0 snapshots, every remaining checkpoint rebuilds to its own
 world's state, no blob of the thread is unreferenced, and no row of LangGraph's
 tables holds the target. A crash at each fault point inside the transaction leaves
-the old thread's rows whole and a rerun finishes; a thread with subgraph rows is
-refused with nothing written. A turn taken after the forget's commit is kept, its
+the old thread's rows whole and a rerun finishes; another saver is refused with
+nothing written. A turn taken after the forget's commit is kept, its
 first checkpoint re-parented (on a delta graph: the one checkpoint encoded again).
 """
 
@@ -160,20 +160,14 @@ def test_a_crash_inside_the_transaction_leaves_the_old_thread_whole(tmp_path, pg
         close()
 
 
-def test_subgraph_rows_or_another_saver_are_refused_with_nothing_written(tmp_path, pg_url):
+def test_another_saver_is_refused_with_nothing_written(tmp_path, pg_url):
+    # (a thread's nested runs' rows are no refusal: the rewrite deletes them, history.NESTED;
+    # tests/forget/test_nested_runs.py)
     u, agent, close = build(tmp_path, pg_url=pg_url)
     try:
         run(agent, T, ["Please look up T1."])
-        saver = agent.checkpointer
-        with psycopg.connect(pg_url, autocommit=True) as conn:
-            conn.execute("INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, checkpoint) "
-                         "VALUES (%s, 'sub:1', 'x', '{}')", (T,))
-        before = _rows(pg_url)
         kw = dict(fork_checkpoint_id=None, suffix_thread=T + "~cf-none", holds_target=lambda v: False, marker={},
                   continue_after=None, specs=None)
-        with pytest.raises(HistoryNotRewritable, match="subgraph"):
-            rewrite_postgres(saver, T, **kw)
-        assert _rows(pg_url) == before
         assert not postgres_saver(InMemorySaver())
         with pytest.raises(HistoryNotRewritable, match="not a plain PostgresSaver"):
             rewrite_postgres(InMemorySaver(), T, **kw)

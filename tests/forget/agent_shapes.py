@@ -42,8 +42,9 @@ from pydantic import ConfigDict
 
 SECRET = "4417-2231"
 SHAPES = ("agent", "deep", "supervisor", "swarm", "tool_subagent", "graph_node")
-#: the shapes a forget can replay today; the others must be refused before anything changes
-REPLAYABLE = ("agent", "deep")
+#: the shapes a forget can replay today; the others must be refused before anything changes (a
+#: langgraph-supervisor supervisor takes no middleware: its own turns are not recorded)
+REPLAYABLE = ("agent", "deep", "swarm", "tool_subagent", "graph_node")
 
 
 class World:
@@ -295,3 +296,276 @@ def home_app(shape: str):
 
 supervisor_app = home_app("supervisor")
 agent_app = home_app("agent")
+
+
+# -- graphs without create_agent: a hand-written StateGraph, create_react_agent -----------------
+import operator  # noqa: E402  (the state schema below is evaluated from this module's globals)
+from typing import Annotated  # noqa: E402
+
+from langgraph.graph import MessagesState  # noqa: E402
+
+SUPPORT_PROMPT = "You are a support agent."
+
+
+class TicketState(MessagesState):
+    """A ``MessagesState`` with keys of the graph's own: how many model calls it made, and the
+    notes its model node keeps (each final reply: a tool result flows into them)."""
+
+    model_calls: Annotated[int, operator.add]
+    notes: Annotated[list[str], operator.add]
+
+
+def build_state_graph(world: World, *, u: Any = None, checkpointer: Any, role: str = "graph") -> Any:
+    """A hand-written ``StateGraph``: a model node calling ``model.bind_tools(tools)``, a
+    ``ToolNode``, ``tools_condition``, state keys of its own. With ``u`` its model is
+    ``u.recorded_model(...)`` and its tool node ``u.tool_node(...)``; without, the same graph
+    plain (what B5 runs)."""
+    from langchain_core.messages import SystemMessage
+    from langgraph.graph import START, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    tools = world.tools()
+    model = HostedChatModel(policy=worker_policy, role=role)
+    llm = (u.recorded_model(model) if u is not None else model).bind_tools(tools)
+
+    def call_model(state: dict) -> dict:
+        reply = llm.invoke([SystemMessage(SUPPORT_PROMPT), *state["messages"]])
+        out: dict[str, Any] = {"messages": [reply], "model_calls": 1}
+        if not reply.tool_calls:
+            out["notes"] = [str(reply.content)]
+        return out
+
+    g = StateGraph(TicketState)
+    g.add_node("model", call_model)
+    g.add_node("tools", u.tool_node(tools) if u is not None else ToolNode(tools))
+    g.add_edge(START, "model")
+    g.add_conditional_edges("model", tools_condition)
+    g.add_edge("tools", "model")
+    return g.compile(checkpointer=checkpointer)
+
+
+def build_react_agent(world: World, *, u: Any = None, checkpointer: Any, role: str = "react") -> Any:
+    """``langgraph.prebuilt.create_react_agent`` over the same tools, with a prompt; recorded with
+    ``u`` (``u.recorded_model``, ``u.tool_node``), plain without."""
+    import warnings
+
+    from langgraph.prebuilt import ToolNode
+
+    tools = world.tools()
+    model = HostedChatModel(policy=worker_policy, role=role)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (moved to langchain.agents, still what many graphs use)
+        from langgraph.prebuilt import create_react_agent
+
+        return create_react_agent(u.recorded_model(model) if u is not None else model,
+                                  u.tool_node(tools) if u is not None else ToolNode(tools),
+                                  prompt=SUPPORT_PROMPT, checkpointer=checkpointer)
+
+
+# -- data flow through state keys besides messages (tests/forget/test_state_flow.py) -------------
+#: the secret goes from a tool result into state (a file, a todo) in turn 2 and comes back from
+#: there in turn 4, whose model sees only its own turn (a one-turn window)
+STATE_TURNS = ("hello", "look at T1 and save it", "look at T2", "what did I save?", "thanks, bye")
+
+
+def _tool_text(messages: Sequence[BaseMessage], name: str) -> str:
+    return next((str(m.content) for m in reversed(messages) if isinstance(m, ToolMessage) and m.name == name), "")
+
+
+def notes_policy(messages: Sequence[BaseMessage], tools: Sequence[str]) -> AIMessage:
+    """Looks tickets up; "save" writes what the lookup returned to /notes.txt (``write_file``);
+    "what did I save?" reads the file back (``read_file``) and answers with it."""
+    last, text = messages[-1], _last_human(messages)
+    if isinstance(last, ToolMessage):
+        if last.name == "lookup" and "save" in text:
+            return _ask("write_file", {"file_path": "/notes.txt", "content": str(last.content)})
+        if last.name == "write_file":
+            return AIMessage(content="Saved to /notes.txt.")
+        if last.name == "read_file":
+            return AIMessage(content="Your notes: " + str(last.content))
+        return AIMessage(content="Result: " + str(last.content))
+    if "what did I save" in text:
+        return _ask("read_file", {"file_path": "/notes.txt"})
+    if tickets := re.findall(r"\bT\d\b", text):
+        return _ask("lookup", {"ticket": tickets[0]})
+    return AIMessage(content=f"Noted: {text[-40:]}")
+
+
+def todo_policy(messages: Sequence[BaseMessage], tools: Sequence[str]) -> AIMessage:
+    """Looks tickets up; "save" puts a todo holding what the lookup returned on the list
+    (``write_todos``); "what did I save?" answers from the todo list its system prompt shows."""
+    last, text = messages[-1], _last_human(messages)
+    if isinstance(last, ToolMessage):
+        if last.name == "lookup" and "save" in text:
+            return _ask("write_todos", {"todos": [{"content": f"call back: {last.content}", "status": "pending"}]})
+        if last.name == "write_todos":
+            return AIMessage(content="On the list.")
+        return AIMessage(content="Result: " + str(last.content))
+    if "what did I save" in text:
+        system = next((str(m.content) for m in messages if type(m).__name__ == "SystemMessage"), "")
+        listed = system.split("Current todos:", 1)[1].strip() if "Current todos:" in system else "nothing"
+        return AIMessage(content="Saved: " + listed)
+    if tickets := re.findall(r"\bT\d\b", text):
+        return _ask("lookup", {"ticket": tickets[0]})
+    return AIMessage(content=f"Noted: {text[-40:]}")
+
+
+def todos_in_prompt():
+    """A middleware that shows the agent's todo list in its system prompt (what planning
+    harnesses do), as an application writes one."""
+    from langchain.agents.middleware import AgentMiddleware
+    from langchain_core.messages import SystemMessage
+
+    class TodosInPrompt(AgentMiddleware):
+        def wrap_model_call(self, request, handler):
+            todos = (request.state or {}).get("todos") or []
+            if not todos:
+                return handler(request)
+            listed = "\n".join(f"- {t['content']} ({t['status']})" for t in todos)
+            base = request.system_message.text if request.system_message is not None else ""
+            return handler(request.override(system_message=SystemMessage(f"{base}\n\nCurrent todos:\n{listed}")))
+
+    return TodosInPrompt()
+
+
+def build_state_flow(kind: str, world: World, *, middleware: Callable[[], list], checkpointer: Any) -> Any:
+    """``files``: a deepagents agent whose model saves a tool result in a file and reads it back;
+    ``todos``: a ``create_agent`` with ``TodoListMiddleware`` whose todo list, shown in the system
+    prompt, holds it. Both see a one-turn window (``RecentTurns(1)``, outer to ``middleware``)."""
+    from unsee.eval.window import RecentTurns
+
+    if kind == "files":
+        from deepagents import create_deep_agent
+
+        return create_deep_agent(model=HostedChatModel(policy=notes_policy, role="notes"), tools=world.tools(),
+                                 middleware=[RecentTurns(1), *middleware()], checkpointer=checkpointer)
+    if kind == "todos":
+        from langchain.agents.middleware import TodoListMiddleware
+
+        return create_agent(HostedChatModel(policy=todo_policy, role="todo"), world.tools(),
+                            middleware=[TodoListMiddleware(), todos_in_prompt(), RecentTurns(1), *middleware()],
+                            checkpointer=checkpointer)
+    if kind == "channel":
+        return create_agent(HostedChatModel(policy=channel_policy, role="channel"),
+                            [*world.tools(), *channel_tools(world)], state_schema=NotesState,
+                            middleware=[RecentTurns(1), *middleware()], checkpointer=checkpointer)
+    raise ValueError(f"unknown state-flow agent {kind!r}")
+
+
+def channel_policy(messages: Sequence[BaseMessage], tools: Sequence[str]) -> AIMessage:
+    """"save" has ``save_ticket`` copy a ticket's record into the ``notes`` channel itself (the
+    model never sees it); "what did I save?" reads it back (``read_saved``) and answers with it."""
+    last, text = messages[-1], _last_human(messages)
+    if isinstance(last, ToolMessage):
+        if last.name == "read_saved":
+            return AIMessage(content="Saved: " + str(last.content))
+        return AIMessage(content="Done: " + str(last.content))
+    if "what did I save" in text:
+        return _ask("read_saved", {})
+    if tickets := re.findall(r"\bT\d\b", text):
+        return _ask("save_ticket" if "save" in text else "lookup", {"ticket": tickets[0]})
+    return AIMessage(content=f"Noted: {text[-40:]}")
+
+
+from typing import NotRequired  # noqa: E402
+
+from langchain.agents import AgentState  # noqa: E402
+
+
+class NotesState(AgentState):
+    """An agent's state with a custom channel a tool writes."""
+
+    notes: NotRequired[str]
+
+
+from typing import Annotated  # noqa: E402  (the tools' annotations are resolved in this module)
+
+from langchain_core.tools import InjectedToolCallId, tool  # noqa: E402
+from langgraph.prebuilt import InjectedState  # noqa: E402
+from langgraph.types import Command  # noqa: E402
+
+
+def channel_tools(world: World) -> list[StructuredTool]:
+    """A tool that writes a record into the custom ``notes`` channel (``Command(update=...)``) and
+    one that reads the channel (``InjectedState``)."""
+
+    @tool
+    def save_ticket(ticket: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> Command:
+        """Save a support ticket's record in the notes."""
+        return Command(update={"notes": world.records.get(ticket, ""),
+                               "messages": [ToolMessage("Saved.", tool_call_id=tool_call_id)]})
+
+    @tool
+    def read_saved(state: Annotated[dict, InjectedState]) -> str:
+        """Read the saved notes."""
+        return state.get("notes") or "nothing saved"
+
+    return [save_ticket, read_saved]
+
+
+def state_values(app: Any, thread: str) -> dict[str, Any]:
+    """``normalized``, with each file of ``files`` as its text only (its timestamps are the time
+    it was written, which no replay reproduces)."""
+    out = normalized(app, thread)
+    files = app.get_state({"configurable": {"thread_id": thread}}).values.get("files")
+    if files is not None:
+        out["files"] = {path: (data or {}).get("content") for path, data in files.items()}
+    return out
+
+
+def state_flow_reference(kind: str, turns: Sequence[str], checkpointer: Any) -> tuple[dict[str, Any], World]:
+    """B5 for ``build_state_flow``, independently: run from scratch in a world whose records never
+    held the secret, with no unsee middleware at all."""
+    world = World(secret=None)
+    app = build_state_flow(kind, world, middleware=list, checkpointer=checkpointer)
+    run(app, "reference", turns)
+    return state_values(app, "reference"), world
+
+
+# -- human approvals and run inputs as LangGraph got them (tests/forget/test_run_inputs.py) -------
+def card_policy(messages: Sequence[BaseMessage], tools: Sequence[str]) -> AIMessage:
+    """"refund the card on T1": looks the ticket up, then refunds the card found there
+    (``card-<number>``, ``card-none`` without one), so the action a human approves depends on a
+    tool result; anything else as ``worker_policy``."""
+    last = messages[-1]
+    if isinstance(last, ToolMessage) and last.name == "lookup" and "card on" in _last_human(messages):
+        m = re.search(r"card (\d[\d-]*)", str(last.content))
+        return AIMessage(content="", tool_calls=[{"name": "refund", "args": {"order": f"card-{m.group(1) if m else 'none'}"},
+                                                  "id": "_"}])
+    if isinstance(last, HumanMessage) and "card on" in str(last.content):
+        return _ask("lookup", {"ticket": re.search(r"\bT\d\b", str(last.content)).group(0)})
+    return worker_policy(messages, tools)
+
+
+def hitl_agent(world: World, *, middleware: Sequence[Any] = (), checkpointer: Any, policy: Any = worker_policy,
+               tools: Sequence[Any] | None = None, state_schema: Any = None, role: str = "hitl") -> Any:
+    """``create_agent`` whose ``refund`` waits for a human's approval
+    (``HumanInTheLoopMiddleware(interrupt_on={"refund": True})``), after ``middleware``."""
+    from langchain.agents.middleware import HumanInTheLoopMiddleware
+
+    kw = {"state_schema": state_schema} if state_schema is not None else {}
+    return create_agent(HostedChatModel(policy=policy, role=role), list(tools) if tools is not None else world.tools(),
+                        middleware=[*middleware, HumanInTheLoopMiddleware(interrupt_on={"refund": True})],
+                        checkpointer=checkpointer, **kw)
+
+
+def give(app: Any, thread: str, steps: Sequence[Any]) -> None:
+    """Run ``steps`` on ``thread``: a string is a user turn, a dict with ``type`` a human's decision
+    at the pending approval (``Command(resume={"decisions": [...]})``), anything else the input
+    as it is (a state update with keys of its own, a ``Command``)."""
+    from langgraph.types import Command
+
+    cfg = {"configurable": {"thread_id": thread}}
+    for step in steps:
+        if isinstance(step, str):
+            app.invoke({"messages": [HumanMessage(step)]}, cfg)
+        elif isinstance(step, dict) and "type" in step:
+            app.invoke(Command(resume={"decisions": [step]}), cfg)
+        else:
+            app.invoke(step, cfg)
+
+
+def pending_questions(app: Any, thread: str) -> list[Any]:
+    """The values of the interrupts ``thread`` waits at (what a human is asked), JSON-normalised."""
+    snap = app.get_state({"configurable": {"thread_id": thread}})
+    return json.loads(json.dumps([i.value for i in snap.interrupts], sort_keys=True, default=str))

@@ -1,10 +1,11 @@
 """Check first: a forget refuses, before anything changes, what its later steps could not do.
 
-Each case is a real agent: runs resumed after a human approval, a run waiting at
-an interrupt, async-only tools, a deepagents subagent on the same thread, a
-model that returns a message id twice, a target the clean prefix still holds.
-After every refusal the state, the records and the side effects are as they
-were. The pure part (``preflight.recorded_refusals``) is tested on hand-built
+Each case is a real agent: async-only tools under a synchronous forget
+(``NeedsAsync``; runs resumed after a human approval and a run waiting at an
+interrupt are forgotten now: tests/forget/test_run_inputs.py), a model that returns a message id twice, a
+target the clean prefix still holds. After every refusal the state, the
+records and the side effects are as they were. (A deepagents subagent on the
+same thread is no refusal: it is replayed as a part of its ``task`` call.) The pure part (``preflight.recorded_refusals``) is tested on hand-built
 graphs.
 """
 
@@ -25,7 +26,7 @@ from agent_shapes import SECRET, HostedChatModel, World, normalized, reference, 
 from unsee import RevocationEvent, Unsee
 from unsee.middleware.graph import ProvenanceGraph
 from unsee.middleware.records import Artifact, ArtifactType
-from unsee.plugins.forget import AgentCannotReplay, NotDerived, TargetRemains, UnsupportedSession
+from unsee.plugins.forget import AgentCannotReplay, NeedsAsync, NotDerived, TargetRemains, UnsupportedSession
 from unsee.plugins.forget.plan import make_plan
 from unsee.plugins.forget.preflight import async_only_tools, recorded_refusals
 from unsee.plugins.model import ScriptedChatModel
@@ -43,22 +44,24 @@ def _snapshot(u, agent):
     return normalized(agent, "s"), [a.id for a in u.graph("s")]
 
 
-def test_a_run_resumed_after_a_human_approval_is_refused(tmp_path):
+def test_a_run_waiting_at_or_resumed_after_a_human_approval_is_forgotten(tmp_path):
+    # (no refusal any more: the human's decision is a recorded input, given again to the same
+    # question; tests/forget/test_run_inputs.py holds the cases)
     u, world = Unsee(home=tmp_path / "h"), World()
     agent = _agent(u, world, middleware=[HumanInTheLoopMiddleware({"refund": True})])
     run(agent, "s", ["look at T1"])
     agent.invoke({"messages": [HumanMessage("refund A7")]}, CFG)  # stops at the approval
-    with pytest.raises(UnsupportedSession, match="waiting at an interrupt"):
-        u.forget("s", RevocationEvent(target=SECRET))
+    waiting = u.forget("s", RevocationEvent(target=SECRET))
+    assert waiting.committed and waiting.awaiting_human and agent.get_state(CFG).interrupts
     agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}), CFG)
-    before = _snapshot(u, agent)
-    with pytest.raises(UnsupportedSession, match=r"resumed after an interrupt") as e:
-        u.forget("s", RevocationEvent(target=SECRET))
-    assert e.value.exit_code == 2
-    assert _snapshot(u, agent) == before and world.fired == ["A7"]
+    assert world.fired == ["A7"]
+    run(agent, "s", ["look at T1 again"])
+    report = u.forget("s", RevocationEvent(target=SECRET))
+    assert report.committed and report.erased_clean is True and report.awaiting_human is None
+    assert SECRET not in json.dumps(normalized(agent, "s")) and world.fired == ["A7"]
 
 
-def test_async_only_tools_are_refused(tmp_path):
+def test_async_only_tools_need_an_async_forget(tmp_path):
     u, world = Unsee(home=tmp_path / "h"), World()
 
     async def status(order: str) -> str:
@@ -70,15 +73,15 @@ def test_async_only_tools_are_refused(tmp_path):
     assert async_only_tools(agent) == ["status"]
     run(agent, "s", ["look at T1", "bye"])
     before = _snapshot(u, agent)
-    with pytest.raises(UnsupportedSession, match="status have no synchronous form"):
+    with pytest.raises(NeedsAsync, match="status have no synchronous form.*aforget") as e:
         u.forget("s", RevocationEvent(target=SECRET))
+    assert e.value.tools == ["status"] and e.value.exit_code == 2
     assert _snapshot(u, agent) == before
 
 
-def test_a_deepagents_subagent_on_the_same_thread_is_refused(tmp_path):
+def _deep_with_subagent(world: World, middleware, checkpointer):
+    """A deepagents agent whose ``task`` tool runs a ``helper`` subagent on the same thread."""
     from deepagents import create_deep_agent
-
-    u, world = Unsee(home=tmp_path / "h"), World()
 
     def policy(messages, tools):
         last = messages[-1]
@@ -89,16 +92,27 @@ def test_a_deepagents_subagent_on_the_same_thread_is_refused(tmp_path):
 
     model = HostedChatModel(policy=policy, role="deep")
     helper = {"name": "helper", "description": "looks tickets up", "system_prompt": "You look tickets up.",
-              "tools": world.tools()[:1], "model": model, "middleware": [u.middleware()]}
-    agent = create_deep_agent(model=model, tools=world.tools(), subagents=[helper], middleware=[u.middleware()],
-                              checkpointer=InMemorySaver())
-    run(agent, "s", ["hello", "look at T1", "bye"])
+              "tools": world.tools()[:1], "model": model, "middleware": middleware()}
+    return create_deep_agent(model=model, tools=world.tools(), subagents=[helper], middleware=middleware(),
+                             checkpointer=checkpointer)
+
+
+def test_a_deepagents_subagent_on_the_same_thread_is_replayed(tmp_path):
+    """Its run is a part of the ``task`` call's turn: a forget re-runs the outer agent, the
+    subagent runs again inside it, and the state is B5's (run independently)."""
+    u, world = Unsee(home=tmp_path / "h"), World()
+    turns = ["hello", "look at T1", "refund A7", "bye"]
+    agent = _deep_with_subagent(world, lambda: [u.middleware()], InMemorySaver())
+    run(agent, "s", turns)
     assert SECRET in json.dumps(normalized(agent, "s"))
-    before = _snapshot(u, agent)
-    for kw in ({}, {"agent": agent}):
-        with pytest.raises(UnsupportedSession, match="nested in another graph"):
-            u.forget("s", RevocationEvent(target=SECRET, source="tool:lookup"), **kw)
-        assert _snapshot(u, agent) == before
+    fired = list(world.fired)
+    ref_world = World(secret=None)
+    ref = _deep_with_subagent(ref_world, list, InMemorySaver())
+    run(ref, "reference", turns)
+    report = u.forget("s", RevocationEvent(target=SECRET, source="tool:lookup"))
+    assert report.committed and report.errors == [] and report.erased_clean is True
+    assert normalized(agent, "s") == normalized(ref, "reference")
+    assert world.fired == fired
 
 
 def test_an_agent_without_the_thread_is_refused(tmp_path):
@@ -164,7 +178,8 @@ def _graph(**attrs) -> ProvenanceGraph:
 
 @pytest.mark.parametrize("attrs, words", [
     ({}, None),
-    ({"graph_ns": "worker_a:1f|tools:2e"}, "worker_a/tools"),
+    ({"graph_ns": "worker_a:1f|tools:2e", "in_turn": True}, None),  # (a nested run: part of its turn)
+    ({"graph_ns": "worker_a:1f|tools:2e"}, "worker_a/tools"),  # (recorded as a turn of its own: older)
     ({"resumed": True}, "turn(s) 1 were resumed"),
 ])
 def test_recorded_refusals_read_the_suffix_of_the_record(attrs, words):

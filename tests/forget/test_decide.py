@@ -38,10 +38,11 @@ NEW_EXTERNAL = {"defer": (Action.DEFER, "deferred"), "ask": (Action.DEFER, "awai
 def expected(effect: str | None, record: str, policy: str) -> tuple[Action, str | None, bool]:
     """(action, status, answered by the record) per the rules of ``decide``."""
     if effect == "read":
-        return (Action.RECORD, None, True) if record == "recorded" else (Action.EXECUTE, None, False)
+        # (a failure at the same place: the same call meets the same environment, and fails again)
+        return (Action.RECORD, None, True) if record in ("recorded", "error") else (Action.EXECUTE, None, False)
     if effect == "write":
         return Action.EXECUTE, None, False
-    if record in ("recorded", "no_content"):  # external / undeclared: fired before, de-duplicated
+    if record in ("recorded", "no_content", "error"):  # external / undeclared: fired before, de-duplicated
         return Action.RECORD, "deduplicated", True
     return (*NEW_EXTERNAL[policy], False)
 
@@ -87,3 +88,62 @@ def test_same_args_is_canonical_json():
     assert same_args(None, None) and not same_args({}, None)
     obj = object()
     assert same_args({"x": obj}, {"x": obj})  # not JSON: compared as values
+
+
+# -- state effects: run again, whatever the record ------------------------------------------------
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("record", RECORDS)
+def test_a_state_effect_is_executed_again(record, policy):
+    r = rec(record)
+    d = decide(ToolCall("t", dict(ARGS), call_id="c1", effect="state"), r, policy, identical=[rec("recorded")])
+    assert (d.action, d.status, d.record) == (Action.EXECUTE, None, None)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_an_undeclared_call_whose_original_returned_a_command_is_a_state_effect(policy):
+    r = RecordedCall(**{**rec("recorded").__dict__, "command": True})
+    assert decide(ToolCall("t", ARGS, call_id="c1", effect=None), r, policy).action is Action.EXECUTE
+    # a declared effect wins over what the record shows
+    assert decide(ToolCall("t", ARGS, call_id="c1", effect="read"), r, policy).action is Action.RECORD
+
+
+# -- the clean prefix: the recorded observation, verbatim -----------------------------------------
+def prefix(kind: str) -> RecordedCall:
+    return RecordedCall(**{**rec(kind).__dict__, "prefix": True})
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("kind", ["recorded", "error", "never_ran"])
+@pytest.mark.parametrize("effect", ["read", "external", None])
+def test_a_prefix_observation_answers_verbatim(effect, kind, policy):
+    r = prefix(kind)
+    later_success = rec("recorded", aid="later")
+    d = decide(ToolCall("t", dict(ARGS), call_id="c1", effect=effect), r, policy, identical=[later_success])
+    assert (d.action, d.record) == (Action.RECORD, r)  # (never the later identical success)
+    assert d.status == ("deduplicated" if effect != "read" and r.fired else None)
+
+
+@pytest.mark.parametrize("effect", ["write", "state"])
+def test_a_prefix_write_or_state_effect_still_runs_again(effect):
+    # (the restored environment and state must receive the write again)
+    assert decide(ToolCall("t", ARGS, call_id="c1", effect=effect), prefix("recorded")).action is Action.EXECUTE
+
+
+def test_a_prefix_record_without_content_is_not_reused():
+    d = decide(ToolCall("t", ARGS, call_id="c1", effect="read"), prefix("no_content"))
+    assert d.action is Action.EXECUTE
+
+
+@pytest.mark.parametrize("effect", ["read", "external", None])
+def test_after_the_entry_a_failed_counterpart_answers_verbatim_too(effect):
+    failed, later_success = rec("error"), rec("recorded", aid="later")
+    d = decide(ToolCall("t", dict(ARGS), call_id="c1", effect=effect), failed, "defer", identical=[later_success])
+    assert (d.action, d.record) == (Action.RECORD, failed)
+
+
+def test_after_the_entry_a_call_that_never_ran_is_a_new_call():
+    later_success = rec("recorded", aid="later")
+    d = decide(ToolCall("t", dict(ARGS), call_id="c1", effect="external"), rec("never_ran"), "defer",
+               identical=[later_success])
+    assert (d.action, d.status, d.record) == (Action.RECORD, "deduplicated", later_success)
+    assert decide(ToolCall("t", ARGS, call_id="c1", effect="read"), rec("never_ran")).action is Action.EXECUTE

@@ -176,6 +176,8 @@ def test_property_on_random_sessions_and_faults(tmp_path_factory, case):
 
 
 # -- shapes a replay cannot rebuild yet: refused before anything changes ----------------------
+# (the supervisor: langgraph-supervisor builds its supervisor agent without middleware, so its own
+# turns are never recorded; nested runs are replayed: tests/forget/test_nested_runs.py)
 @pytest.mark.parametrize("saver", ["memory", "sqlite"])
 @pytest.mark.parametrize("shape", [s for s in SHAPES if s not in REPLAYABLE])
 def test_shapes_not_replayable_yet_are_refused_before_anything_changes(tmp_path, shape, saver):

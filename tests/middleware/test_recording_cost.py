@@ -19,7 +19,7 @@ from unsee import ArtifactType, Unsee
 from unsee.middleware import semconv as sc
 from unsee.middleware.tokens import tiktoken_counter
 
-UNCOUNTED = {ArtifactType.PLAN, ArtifactType.REPLY, ArtifactType.TOOL_CALL}
+UNCOUNTED = {ArtifactType.PLAN, ArtifactType.REPLY, ArtifactType.TOOL_CALL, ArtifactType.RUN_INPUT}
 
 
 def _expected_offsets(g, count):
@@ -117,7 +117,7 @@ def test_a_run_returns_before_its_last_spans_end_and_a_flush_ends_them(tmp_path)
     first_chat = next(s for s in spans if s.name == "chat scripted-policy")
     kinds = [e.attributes.get("unsee.record.kind") or e.attributes.get("unsee.checkpoint.kind")
              for e in first_chat.events]
-    assert kinds[:3] == ["session_start", "user_input", "prompt_block system"], kinds
+    assert kinds[:4] == ["session_start", "user_input", "run_input", "prompt_block system"], kinds
     assert not u.recorder.tasks
     stored = {s.span_id for s in u.store.spans("e")}
     assert {format(s.context.span_id, "016x") for s in spans} == stored

@@ -51,10 +51,20 @@ def test_a_node_without_a_parent_is_the_whole_run_and_a_failing_function_is_logg
     assert seen == [None] and w.watching() == 0
 
 
-def test_the_watcher_ignores_every_event_but_chain_ends():
+def test_the_watcher_ignores_every_event_but_chain_and_tool_events():
     w = RunEndWatcher()
-    assert w.ignore_llm and w.ignore_chat_model and w.ignore_retriever and w.ignore_agent
-    assert not w.ignore_chain and w.run_inline
+    assert w.ignore_llm and w.ignore_chat_model and w.ignore_retriever
+    assert not w.ignore_chain and not w.ignore_agent and w.run_inline  # (tool events are the "agent" kind)
+
+
+def test_a_tool_start_is_seen_only_for_an_expected_call():
+    w = RunEndWatcher()
+    w.on_tool_start({}, "", run_id=uuid.uuid4(), tool_call_id="c0")  # (nobody waits for it: not kept)
+    w.expect_tool("c1")
+    w.expect_tool("c2")
+    w.on_tool_start({}, "", run_id=uuid.uuid4(), tool_call_id="c1")
+    assert w.tool_started("c1") is True and w.tool_started("c2") is False
+    assert w.tool_started("c0") is False and w.tool_started("c1") is False  # (each told once)
 
 
 # -- real agents --------------------------------------------------------------------------------

@@ -23,7 +23,8 @@ def _lane(result: dict, kind: str) -> float:
 def test_layout_by_step_and_lane():
     arts = small_artifacts()
     out = layout(arts, CHECKPOINTS, False)
-    assert [lane["type"] for lane in out["lanes"]] == [t for t in LANES if t != "summary"] + ["mystery_type"]
+    assert [lane["type"] for lane in out["lanes"]] == [t for t in LANES if t not in ("summary", "state_write")] + [
+        "mystery_type"]
     assert [lane["y"] for lane in out["lanes"]] == [i * DY for i in range(len(out["lanes"]))]
     pos = out["nodes"]
     assert set(pos) == {a["id"] for a in arts}

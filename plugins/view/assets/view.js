@@ -20,7 +20,7 @@
   var TYPE_COLOURS = {
     user_input: '#4e79a7', memory_read: '#59a14f', tool_return: '#f28e2b',
     prompt_block: '#b07aa1', model_turn: '#76b7b2', reply: '#9c755f', plan: '#edc948',
-    tool_call: '#17becf', summary: '#bcbd22', memory_write: '#8cd17d'
+    tool_call: '#17becf', summary: '#bcbd22', memory_write: '#8cd17d', state_write: '#86bcb6'
   };
   var OTHER = '#bab0ac';
   var RED = '#d62728', ENTRY = '#6b0000', FLAG = '#ff7f0e', ORPHAN = '#8e44ad';

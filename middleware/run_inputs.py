@@ -1,0 +1,243 @@
+"""Every input a thread's graph received, as LangGraph got it.
+
+A run of an agent starts with an input: a state update (``{"messages": [...],
+other keys}``) or a ``Command(resume=..., update=..., goto=...)`` (a human's
+decision at an interrupt is one). The recording middleware sees the state
+after that input was applied, and a resumed run skips ``before_agent``
+altogether, so the input itself is taken from LangChain's callbacks: the root
+graph run's ``on_chain_start`` receives it as given. ``RunInputs`` keeps, per
+thread, the latest root run's input until the thread's recording middleware
+takes it (``take``) and records it as a ``run_input`` artifact of the session
+(``payload_of`` is its body); it also keeps the interrupts each root run
+stopped at (a node's ``GraphInterrupt``), so a resume records the question its
+decision answered.
+
+An application's ``update_state`` between runs is no run input here: the
+messages it adds are recorded as user inputs of the next run (which the state
+then holds), and a replay gives them with that run's input; other keys it sets
+are not recorded.
+
+The cost is a test of ``parent_run_id`` per chain event and a dictionary write
+per root graph run; nothing is kept per node. ``RunInputs`` is fed by the
+process-wide run-end watcher (``run_end``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+#: roots and threads remembered at most (a thread nobody records keeps its last input until then)
+MAX_THREADS = 4096
+#: inputs kept per thread until taken
+MAX_UNTAKEN = 16
+
+#: the configurable key a forget's replay names the recorded input it gives with (its id stays)
+REPLAYED_INPUT = "unsee_run_input"
+
+
+@dataclass(frozen=True)
+class RunInput:
+    """What one root graph run of a thread was given. ``answers``: for a ``Command`` with a resume
+    value, the interrupts the thread was waiting at when it started, each ``{"id", "value"}``
+    (None: not known in this process, e.g. the interrupted run ran elsewhere)."""
+
+    run_id: UUID
+    thread_id: str
+    value: Any
+    answers: tuple[dict[str, Any], ...] | None = None
+    #: the recorded input a forget's replay gives again with this run (its id is kept)
+    replayed_id: str | None = None
+
+
+class RunInputs:
+    """Root graph runs' inputs, per thread, until a recorder takes them (module docstring)."""
+
+    def __init__(self) -> None:
+        #: thread -> inputs of its root runs not taken yet, in order (a run that reached no node of
+        #: the recording middleware, e.g. a ``Command(update=...)`` that ran no node, is given
+        #: with the next run's)
+        self._pending: dict[str, list[RunInput]] = {}
+        self._roots: dict[UUID, str] = {}
+        self._raised: dict[UUID, list[dict[str, Any]]] = {}
+        #: thread -> the interrupts its latest root run stopped at (() none)
+        self._waiting: dict[str, tuple[dict[str, Any], ...]] = {}
+        self._lock = threading.Lock()
+
+    def started(self, run_id: UUID, thread_id: str, value: Any, replayed_id: str | None = None) -> None:
+        with self._lock:
+            if len(self._roots) >= MAX_THREADS:
+                for key in list(self._roots)[: MAX_THREADS // 2]:
+                    self._roots.pop(key, None)
+                    self._raised.pop(key, None)
+            if len(self._pending) >= MAX_THREADS:
+                for key in list(self._pending)[: MAX_THREADS // 2]:
+                    del self._pending[key]
+            self._roots[run_id] = thread_id
+            answers = self._waiting.get(thread_id) if _resumes(value) else None
+            runs = self._pending.setdefault(thread_id, [])
+            if len(runs) >= MAX_UNTAKEN:  # (a thread nobody records)
+                del runs[0]
+            runs.append(RunInput(run_id, thread_id, value, answers, replayed_id))
+
+    def interrupted(self, parent_run_id: UUID | None, error: BaseException) -> None:
+        """A node of a root run raised ``GraphInterrupt``: the run stops at its interrupts."""
+        if parent_run_id is None or parent_run_id not in self._roots:
+            return
+        found = [{"id": getattr(i, "id", None), "value": getattr(i, "value", None)}
+                 for i in (error.args[0] if error.args else ()) or ()]
+        with self._lock:
+            self._raised.setdefault(parent_run_id, []).extend(found)
+
+    def ended(self, run_id: UUID, failed: bool = False) -> None:
+        """A root run ended; ``failed``: with an error (its input, if no recorder took it, changed
+        nothing a replay must give again, and is dropped)."""
+        if run_id not in self._roots:
+            return
+        with self._lock:
+            thread = self._roots.pop(run_id, None)
+            raised = self._raised.pop(run_id, [])
+            if thread is not None:
+                if failed and (runs := self._pending.get(thread)):
+                    runs[:] = [r for r in runs if r.run_id != run_id]
+                self._waiting[thread] = tuple(raised)
+                if len(self._waiting) > MAX_THREADS:
+                    for key in list(self._waiting)[: MAX_THREADS // 2]:
+                        del self._waiting[key]
+
+    def take(self, thread_id: str) -> list[RunInput]:
+        """The inputs of the thread's root runs not taken yet, in order, once ([]: none)."""
+        if thread_id not in self._pending:
+            return []
+        with self._lock:
+            return self._pending.pop(thread_id, None) or []
+
+    def latest(self, thread_id: str) -> RunInput | None:
+        """The input of the thread's latest root run not taken yet (None: none), left in place."""
+        with self._lock:
+            runs = self._pending.get(thread_id)
+            return runs[-1] if runs else None
+
+
+def _resumes(value: Any) -> bool:
+    return getattr(value, "resume", None) is not None
+
+
+def is_root_graph_start(parent_run_id: UUID | None, metadata: Mapping[str, Any] | None,
+                        name: str | None = None) -> str | None:
+    """The thread of a root graph run's start (None: a nested run, a run without a thread, or a
+    graph's ``update_state``: its writers run as a root run named ``<graph>UpdateState``; the
+    messages such an update adds are recorded with the next run, see the module docstring)."""
+    if parent_run_id is not None or not metadata or (name and name.endswith("UpdateState")):
+        return None
+    thread = metadata.get("thread_id")
+    return str(thread) if thread is not None and metadata.get("ls_integration") else None
+
+
+# -- the recorded body -------------------------------------------------------------------------
+MessageRef = Callable[[Any], "str | None"]
+
+
+def payload_of(value: Any, message_ref: MessageRef, answers: Sequence[dict[str, Any]] | None) -> dict[str, Any]:
+    """The JSON-able body of a run input: ``kind`` (``input``, ``command`` or ``none``), and
+    ``keys`` (a state update's keys), or ``resume``/``update``/``goto`` (a command). Messages are
+    references to their recorded artifacts (``{"$artifact": id}``) where ``message_ref`` knows
+    one, else LangChain's serialized form; ``answers``: the interrupts a resume answered."""
+    if value is None:
+        return {"kind": "none"}
+    if _is_command(value):
+        out: dict[str, Any] = {"kind": "command"}
+        if value.resume is not None:
+            out["resume"] = _jsonable(value.resume, message_ref)
+            out["answers"] = None if answers is None else [_jsonable(a, message_ref) for a in answers]
+        if value.update is not None:
+            out["update"] = _jsonable(_update_dict(value.update), message_ref)
+        if value.goto:
+            out["goto"] = _jsonable(value.goto, message_ref)
+        if value.graph is not None:
+            out["graph"] = str(value.graph)
+        return out
+    if isinstance(value, Mapping):
+        return {"kind": "input", "keys": _jsonable(dict(value), message_ref)}
+    return {"kind": "input", "value": _jsonable(value, message_ref)}
+
+
+def json_value(value: Any) -> Any:
+    """``value`` as a run input's body holds it (messages in LangChain's serialized form)."""
+    return _jsonable(value, lambda m: None)
+
+
+def _is_command(value: Any) -> bool:
+    from langgraph.types import Command
+
+    return isinstance(value, Command)
+
+
+def _update_dict(update: Any) -> Any:
+    if isinstance(update, Mapping):
+        return dict(update)
+    if isinstance(update, (list, tuple)) and all(isinstance(x, (list, tuple)) and len(x) == 2 for x in update):
+        return {"$pairs": [[k, v] for k, v in update]}
+    return update
+
+
+def _jsonable(value: Any, message_ref: MessageRef) -> Any:
+    from langchain_core.load import dumpd
+    from langchain_core.messages import BaseMessage
+    from langchain_core.load.serializable import Serializable
+
+    if isinstance(value, BaseMessage):
+        aid = message_ref(value)
+        return {"$artifact": aid} if aid else {"$lc": dumpd(value)}
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v, message_ref) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v, message_ref) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, Serializable):
+        return {"$lc": dumpd(value)}
+    if hasattr(value, "model_dump"):
+        return _jsonable(value.model_dump(), message_ref)
+    return str(value)
+
+
+def revive(value: Any, message_of: Callable[[str], Any]) -> Any:
+    """A recorded body's value as the graph takes it again: ``{"$artifact": id}`` -> the message
+    ``message_of(id)`` rebuilds, ``{"$lc": ...}`` -> the LangChain object, ``{"$pairs": ...}`` ->
+    a list of (key, value) updates."""
+    if isinstance(value, dict):
+        if set(value) == {"$artifact"}:
+            return message_of(value["$artifact"])
+        if set(value) == {"$lc"}:
+            from langchain_core.load import load
+
+            return load(value["$lc"], allowed_objects="core")  # (what unsee itself serialized)
+        if set(value) == {"$pairs"}:
+            return [(k, revive(v, message_of)) for k, v in value["$pairs"]]
+        return {k: revive(v, message_of) for k, v in value.items()}
+    if isinstance(value, list):
+        return [revive(v, message_of) for v in value]
+    return value
+
+
+def payload_text(payload: dict[str, Any]) -> str:
+    return json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
+
+
+_registry: RunInputs | None = None
+_registry_lock = threading.Lock()
+
+
+def run_inputs() -> RunInputs:
+    """The process's registry (fed by the run-end watcher once it is installed)."""
+    global _registry
+    if _registry is None:
+        with _registry_lock:
+            if _registry is None:
+                _registry = RunInputs()
+    return _registry

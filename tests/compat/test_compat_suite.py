@@ -1,0 +1,51 @@
+"""The compatibility suite (``unsee.testing.check_agent``) over the agents people already have.
+
+Each case is recorded, located, forgotten, compared with the counterfactual computed from
+scratch without the secret (every state key), continued one turn, erased (no file holds a
+byte of the secret) and checked for side effects fired once in total; on an InMemory and a
+SQLite checkpointer, the multi-agent cases on PostgreSQL too. docs/compatibility.md publishes
+this matrix.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from compat_cases import MULTI_AGENT, NOT_OFFLINE, ecosystem_cases, middleware_cases
+from unsee.testing import check_agent
+
+SAVERS = ("memory", "sqlite")
+MIDDLEWARE = middleware_cases()
+ECOSYSTEM = ecosystem_cases()
+
+
+def test_every_builtin_middleware_has_a_case():
+    """A middleware class LangChain adds fails here until the suite has a case for it (or says
+    why it cannot run offline)."""
+    import langchain.agents.middleware as lc
+    from langchain.agents.middleware import AgentMiddleware
+
+    classes = {n for n in lc.__all__ if inspect.isclass(getattr(lc, n)) and issubclass(getattr(lc, n), AgentMiddleware)
+               and getattr(lc, n) is not AgentMiddleware}
+    assert classes - set(MIDDLEWARE) - set(NOT_OFFLINE) == set()
+    assert set(MIDDLEWARE) | set(NOT_OFFLINE) <= classes | set(NOT_OFFLINE)
+
+
+@pytest.mark.parametrize("saver", SAVERS)
+@pytest.mark.parametrize("name", sorted(MIDDLEWARE))
+def test_builtin_middleware(tmp_path, name, saver):
+    check_agent(MIDDLEWARE[name], tmp_path, saver=saver)
+
+
+@pytest.mark.parametrize("saver", SAVERS)
+@pytest.mark.parametrize("name", sorted(ECOSYSTEM))
+def test_agent_shape(tmp_path, name, saver):
+    check_agent(ECOSYSTEM[name], tmp_path, saver=saver)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("name", MULTI_AGENT)
+def test_multi_agent_on_postgres(tmp_path, name, pg_url):
+    check_agent(ECOSYSTEM[name], tmp_path, saver=pg_url)
