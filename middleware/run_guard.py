@@ -57,7 +57,9 @@ def check_head(saver: Any, sid: str, lg_ckpt: str | None, *, strict: bool = Fals
             raise SessionChanged(sid)
         return  # not the shape of a run's start (e.g. durability="exit"): nothing to compare
     base = (inp.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-    newest = next(iter(saver.list(cfg, before={"configurable": {"checkpoint_id": _id(inp)}}, limit=1)), None)
+    # (read to its end: an async saver's sync list wraps an async generator, which must not be
+    # left half-read for the garbage collector to close off its loop)
+    newest = next(iter(list(saver.list(cfg, before={"configurable": {"checkpoint_id": _id(inp)}}, limit=1))), None)
     head = saver.get_tuple(cfg)
     base_gone = base is not None and saver.get_tuple({"configurable": {**cfg["configurable"],
                                                                        "checkpoint_id": base}}) is None

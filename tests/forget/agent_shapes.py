@@ -25,7 +25,6 @@ not hold the secret, with no unsee replay code involved.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import sqlite3
@@ -34,11 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from langchain.agents import create_agent
-from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import StructuredTool
-from pydantic import ConfigDict
+
+from unsee.testing import ScriptedChatModel, TranscriptRejected  # noqa: F401
 
 SECRET = "4417-2231"
 SHAPES = ("agent", "deep", "supervisor", "swarm", "tool_subagent", "graph_node")
@@ -70,48 +68,9 @@ class World:
         return [read, money]
 
 
-def _digest(messages: Sequence[BaseMessage]) -> str:
-    h = hashlib.sha256()
-    for m in messages:
-        calls = [(c["name"], c["args"]) for c in getattr(m, "tool_calls", None) or []]
-        h.update(json.dumps([type(m).__name__, str(m.content), calls], sort_keys=True, default=str).encode())
-    return h.hexdigest()[:16]
-
-
-class TranscriptRejected(ValueError):
-    """What a hosted API answers a transcript with an unanswered tool call (HTTP 400)."""
-
-
-class HostedChatModel(BaseChatModel):
-    """``policy(messages, tool_names) -> AIMessage`` (tool calls without ids), answered like a
-    hosted chat API would (module docstring)."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    policy: Any
-    role: str = "m"
-    tool_names: tuple[str, ...] = ()
-
-    @property
-    def _llm_type(self) -> str:
-        return "hosted-like"
-
-    def bind_tools(self, tools, **kwargs) -> "HostedChatModel":
-        names = tuple(getattr(t, "name", None) or (t.get("name") if isinstance(t, dict) else str(t)) for t in tools)
-        return self.model_copy(update={"tool_names": names})
-
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
-        answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
-        for m in messages:
-            for c in getattr(m, "tool_calls", None) or []:
-                if c["id"] not in answered:
-                    raise TranscriptRejected(f"400: tool call {c['id']} has no tool message")
-        out = self.policy(messages, self.tool_names)
-        d = _digest(messages)
-        calls = [{"name": c["name"], "args": c["args"], "id": f"call_{self.role}_{d}_{i}", "type": "tool_call"}
-                 for i, c in enumerate(out.tool_calls or [])]
-        msg = AIMessage(content=out.content, tool_calls=calls, id=f"ai_{self.role}_{d}")
-        return ChatResult(generations=[ChatGeneration(message=msg)])
+# The test model is the one unsee ships for checking agents (``unsee.testing``): a reply is a
+# function of the transcript, an unanswered tool call is rejected, every reply a new message.
+HostedChatModel = ScriptedChatModel
 
 
 def _ask(name: str, args: dict) -> AIMessage:
