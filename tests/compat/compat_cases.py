@@ -397,7 +397,6 @@ def ecosystem_cases() -> dict[str, AgentCase]:
         "tool-subagent": shape_case("tool_subagent"),
         "graph-node": shape_case("graph_node"),
         "deepagents": shape_case("deep"),
-        "supervisor": shape_case("supervisor"),
         "swarm": shape_case("swarm"),
         "state-graph": shape_case("state_graph"),
         "react-agent": shape_case("react_agent"),
@@ -406,7 +405,12 @@ def ecosystem_cases() -> dict[str, AgentCase]:
 
 
 #: the cases that build multi-agent graphs (run on PostgreSQL too)
-MULTI_AGENT = ("supervisor", "swarm", "deepagents", "tool-subagent")
+MULTI_AGENT = ("swarm", "deepagents", "tool-subagent")
+
+#: a ``langgraph-supervisor`` supervisor, its workers with unsee's middleware and its own model
+#: recorded: a forget refuses it before anything changes (its agent node runs tools unrecorded)
+SUPERVISOR = case("supervisor", shape("supervisor"), turns=("hello", "look at T1", "look at T2", "refund A7"),
+                  follow_up="thanks, bye")
 
 
 def deep_policy(messages: Sequence[BaseMessage], tools: Sequence[str]) -> AIMessage:

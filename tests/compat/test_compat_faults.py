@@ -1,6 +1,6 @@
 """The forget's safety contract (docs/forget.md, tests/forget/test_safety_contract.py) on the
 compatibility suite's shapes: human approvals, async runs, structured output, a hand-written
-``StateGraph``, ``create_react_agent``, a deepagents harness, a supervisor, and middleware that
+``StateGraph``, ``create_react_agent``, a deepagents harness, and middleware that
 rewrites the state (summarization, a todo list).
 
 Each case is recorded as ``unsee.testing.check_agent`` records it (same world, same sync or async
@@ -32,7 +32,7 @@ from unsee.testing import (REFERENCE_THREAD, THREAD, AgentCase, AgentWorld, _fre
 _ECO, _MW = ecosystem_cases(), middleware_cases()
 CASES: dict[str, AgentCase] = {
     **{n: _ECO[n] for n in ("hitl-approve", "hitl-reject", "ainvoke", "async-only-tools", "structured-output",
-                            "state-graph", "react-agent", "deepagents-harness", "supervisor")},
+                            "state-graph", "react-agent", "deepagents-harness")},
     **{n: _MW[n] for n in ("SummarizationMiddleware", "TodoListMiddleware")},
 }
 #: the fault points (``middleware.faults``; a trailing ":" arms every point that starts so)

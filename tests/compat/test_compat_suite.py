@@ -13,8 +13,8 @@ import inspect
 
 import pytest
 
-from compat_cases import MULTI_AGENT, NOT_OFFLINE, ecosystem_cases, middleware_cases
-from unsee.testing import check_agent
+from compat_cases import MULTI_AGENT, NOT_OFFLINE, SUPERVISOR, ecosystem_cases, middleware_cases
+from unsee.testing import CompatFailure, check_agent
 
 SAVERS = ("memory", "sqlite")
 MIDDLEWARE = middleware_cases()
@@ -49,3 +49,14 @@ def test_agent_shape(tmp_path, name, saver):
 @pytest.mark.parametrize("name", MULTI_AGENT)
 def test_multi_agent_on_postgres(tmp_path, name, pg_url):
     check_agent(ECOSYSTEM[name], tmp_path, saver=pg_url)
+
+
+@pytest.mark.parametrize("saver", SAVERS)
+def test_a_supervisor_is_refused_before_anything_changes(tmp_path, saver):
+    """A ``langgraph-supervisor`` supervisor runs its handoff tools in a tool node unsee does not
+    record: a forget refuses it before anything changes."""
+    from unsee.plugins.forget import UnsupportedSession
+
+    with pytest.raises(CompatFailure) as got:
+        check_agent(SUPERVISOR, tmp_path, saver=saver)
+    assert got.value.step in ("locate", "forget") and isinstance(got.value.__cause__, UnsupportedSession)
