@@ -36,19 +36,27 @@ def enclosing_graph() -> str | None:
     return ns.rsplit("|", 1)[0] if "|" in ns else None
 
 
-def outer_run_start(max_steps: int = 10_000) -> str | None:
-    """The id of the checkpoint that the run of the thread's own graph now under way started
-    from (its ``input`` checkpoint): one id for every run nested in that one run, another for
-    the next run. None outside a nested run or where the checkpointer cannot tell.
+def outer_run_id(max_steps: int = 10_000) -> str | None:
+    """An id of the run of the thread's own graph now under way: one id for every run nested in
+    that one run, another for the next run. None outside a nested run or where it cannot be told.
 
-    A nested run reads the outer graph's current checkpoint (``checkpoint_map[""]``) and walks
-    its parents to the run's input: a few indexed reads, once per nested run."""
+    The root graph run under way on the thread (``run_inputs``: from LangChain's callbacks, in
+    order) names it. Where that run began before unsee watched the process's runs, the nested run
+    reads the outer graph's current checkpoint (``checkpoint_map[""]``) and walks its parents to
+    the run's input: a few indexed reads, once per nested run (LangGraph writes checkpoints in
+    the background: one not written yet leaves the answer unknown, None)."""
     conf = configurable()
+    thread = conf.get("thread_id")
+    if thread is not None:
+        from .run_inputs import run_inputs
+
+        root = run_inputs().running(str(thread))
+        if root is not None:
+            return f"run:{root}"
     saver = conf.get("__pregel_checkpointer")
     cid = (conf.get("checkpoint_map") or {}).get("")
     if saver is None or not cid or not hasattr(saver, "get_tuple"):
         return None
-    thread = conf.get("thread_id")
     try:
         for _ in range(max_steps):
             t = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": "", "checkpoint_id": cid}})

@@ -141,8 +141,19 @@ def unrecorded_tool_nodes(graph: Any, middleware_type: type) -> list[str]:
             continue
         if hooks and any(w is not None for w in wrappers):
             continue  # (a create_agent's ToolNode: its wrapper is the agent's middleware chain)
+        if _state_tools_only(runnable):
+            continue  # (handoffs and the like: a replay runs them again for their update, as it should)
         out.append(name)
     return out
+
+
+def _state_tools_only(tool_node: Any) -> bool:
+    """Whether every tool of ``tool_node`` only updates the graph's state (effect ``state``: a
+    handoff, ``write_todos``): running them again in a replay touches nothing outside it."""
+    from .tools import STATE, effect_of
+
+    tools = list((getattr(tool_node, "tools_by_name", None) or {}).values())
+    return bool(tools) and all(effect_of(t) == STATE for t in tools)
 
 
 def _owns(graph: Any, middleware: Any) -> bool:

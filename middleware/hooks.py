@@ -22,7 +22,7 @@ from langgraph.types import Command
 from opentelemetry import trace
 
 from . import semconv as sc
-from .context import configurable, current_session, enclosing_graph, outer_run_start
+from .context import configurable, current_session, enclosing_graph, outer_run_id
 from .discovery import find_agent, find_thread_graph
 from .fork_memory import replaying
 from .hashing import short_id
@@ -136,7 +136,7 @@ class UnseeMiddleware(AgentMiddleware):
                 # A nested run whose outer graph records nothing itself (a StateGraph node, a
                 # swarm agent, a supervisor's worker) begins the outer run's turn; a later one
                 # of the same outer run (the agent a handoff went to) goes on in that turn.
-                outer = outer_run_start() if ns is not None else None
+                outer = outer_run_id() if ns is not None else None
                 same_run = outer is not None and outer == st.outer_run and st.started
                 if ns is not None:
                     st.outer_run = outer

@@ -141,7 +141,9 @@ class RunEndWatcher:
     def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None,
                        metadata: dict[str, Any] | None = None, **kw: Any) -> None:
         # a root graph run of a thread: its input, as given (``run_inputs``); one test for the rest
-        if parent_run_id is None and (thread := is_root_graph_start(parent_run_id, metadata, kw.get("name"))):
+        if parent_run_id is not None:
+            run_inputs().child_started(parent_run_id)  # (a root's node: its graph ran)
+        elif thread := is_root_graph_start(parent_run_id, metadata, kw.get("name")):
             try:
                 run_inputs().started(run_id, thread, inputs, (metadata or {}).get(REPLAYED_INPUT))
             except Exception:  # observer

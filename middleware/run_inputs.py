@@ -17,9 +17,14 @@ messages it adds are recorded as user inputs of the next run (which the state
 then holds), and a replay gives them with that run's input; other keys it sets
 are not recorded.
 
-The cost is a test of ``parent_run_id`` per chain event and a dictionary write
-per root graph run; nothing is kept per node. ``RunInputs`` is fed by the
-process-wide run-end watcher (``run_end``).
+It also tells which root run of a thread is under way (``running``): every run
+nested in it (a worker, a subgraph, a subagent on the same thread id) belongs
+to that one run, whatever the checkpointer has written so far.
+
+The cost is a test of ``parent_run_id`` per chain event, a set membership test
+per chain start with a parent, and a few dictionary writes per root graph run;
+nothing is kept per node. ``RunInputs`` is fed by the process-wide run-end
+watcher (``run_end``).
 """
 
 from __future__ import annotations
@@ -63,6 +68,10 @@ class RunInputs:
         #: with the next run's)
         self._pending: dict[str, list[RunInput]] = {}
         self._roots: dict[UUID, str] = {}
+        #: root runs a node of which started (their graph ran: a recorder in it took the input)
+        self._ran: set[UUID] = set()
+        #: thread -> its root run under way (LangGraph runs one at a time per thread)
+        self._running: dict[str, UUID] = {}
         self._raised: dict[UUID, list[dict[str, Any]]] = {}
         #: thread -> the interrupts its latest root run stopped at (() none)
         self._waiting: dict[str, tuple[dict[str, Any], ...]] = {}
@@ -71,18 +80,28 @@ class RunInputs:
     def started(self, run_id: UUID, thread_id: str, value: Any, replayed_id: str | None = None) -> None:
         with self._lock:
             if len(self._roots) >= MAX_THREADS:
-                for key in list(self._roots)[: MAX_THREADS // 2]:
-                    self._roots.pop(key, None)
+                for key in list(self._roots)[: MAX_THREADS // 2]:  # (runs whose end was never seen)
+                    thread = self._roots.pop(key)
+                    if self._running.get(thread) == key:
+                        del self._running[thread]
                     self._raised.pop(key, None)
+                    self._ran.discard(key)
             if len(self._pending) >= MAX_THREADS:
                 for key in list(self._pending)[: MAX_THREADS // 2]:
                     del self._pending[key]
             self._roots[run_id] = thread_id
+            self._running[thread_id] = run_id
             answers = self._waiting.get(thread_id) if _resumes(value) else None
             runs = self._pending.setdefault(thread_id, [])
             if len(runs) >= MAX_UNTAKEN:  # (a thread nobody records)
                 del runs[0]
             runs.append(RunInput(run_id, thread_id, value, answers, replayed_id))
+
+    def child_started(self, parent_run_id: UUID) -> None:
+        """A run whose parent is ``parent_run_id`` started: where that is a root run, its graph
+        runs nodes (one membership test per chain start)."""
+        if parent_run_id in self._roots:
+            self._ran.add(parent_run_id)
 
     def interrupted(self, parent_run_id: UUID | None, error: BaseException) -> None:
         """A node of a root run raised ``GraphInterrupt``: the run stops at its interrupts."""
@@ -101,13 +120,29 @@ class RunInputs:
         with self._lock:
             thread = self._roots.pop(run_id, None)
             raised = self._raised.pop(run_id, [])
+            ran = run_id in self._ran
+            self._ran.discard(run_id)
+            if thread is not None and self._running.get(thread) == run_id:
+                del self._running[thread]
             if thread is not None:
-                if failed and (runs := self._pending.get(thread)):
+                # An input nobody took is dropped when the run failed, and when its graph ran
+                # to its end without stopping at an interrupt: no recorder is in that graph (a
+                # recorder takes the input at its first hook), so it is another graph's on the
+                # same thread id, and never a run of this session to record or give again. An
+                # input that ran no node (a ``Command(update=...)``), or whose run stopped at an
+                # interrupt before a recorder's hook, is given with the next run's.
+                if (failed or (ran and not raised)) and (runs := self._pending.get(thread)):
                     runs[:] = [r for r in runs if r.run_id != run_id]
                 self._waiting[thread] = tuple(raised)
                 if len(self._waiting) > MAX_THREADS:
                     for key in list(self._waiting)[: MAX_THREADS // 2]:
                         del self._waiting[key]
+
+    def running(self, thread_id: str) -> UUID | None:
+        """The root run of the thread under way (None: none seen, e.g. it began before unsee's
+        watcher was installed). Every run nested in it (a worker, a subgraph, a subagent on the
+        same thread id) is under that one run, whatever the checkpointer has written so far."""
+        return self._running.get(thread_id)
 
     def take(self, thread_id: str) -> list[RunInput]:
         """The inputs of the thread's root runs not taken yet, in order, once ([]: none)."""
@@ -229,15 +264,9 @@ def payload_text(payload: dict[str, Any]) -> str:
     return json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
 
 
-_registry: RunInputs | None = None
-_registry_lock = threading.Lock()
+_registry = RunInputs()  # (a few empty dictionaries: made with the module, no lock needed)
 
 
 def run_inputs() -> RunInputs:
     """The process's registry (fed by the run-end watcher once it is installed)."""
-    global _registry
-    if _registry is None:
-        with _registry_lock:
-            if _registry is None:
-                _registry = RunInputs()
     return _registry

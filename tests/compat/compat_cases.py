@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -311,9 +312,10 @@ def shape(name: str):
     return build
 
 
-def recorded_supervisor(world: AgentWorld):
+def recorded_supervisor(world: AgentWorld, checkpointer: Any = None):
     """``langgraph_supervisor.create_supervisor`` with unsee's middleware on the workers and the
-    supervisor's own model recorded (``u.recorded_model``: the supervisor takes no middleware)."""
+    supervisor's own model recorded (``u.recorded_model``: the supervisor takes no middleware);
+    ``checkpointer``: another than the world's."""
     import agent_shapes
     from langgraph_supervisor import create_supervisor
 
@@ -323,7 +325,7 @@ def recorded_supervisor(world: AgentWorld):
     b = create_agent(agent_shapes.HostedChatModel(policy=agent_shapes.worker_policy, role="b"), tools,
                      middleware=world.middleware(), name="worker_b")
     boss = world.recorded_model(agent_shapes.HostedChatModel(policy=agent_shapes.supervisor_policy, role="sup"))
-    return create_supervisor([a, b], model=boss).compile(checkpointer=world.checkpointer)
+    return create_supervisor([a, b], model=boss).compile(checkpointer=checkpointer or world.checkpointer)
 
 
 def shape_case(name: str, **kw) -> AgentCase:
@@ -397,6 +399,7 @@ def ecosystem_cases() -> dict[str, AgentCase]:
         "tool-subagent": shape_case("tool_subagent"),
         "graph-node": shape_case("graph_node"),
         "deepagents": shape_case("deep"),
+        "supervisor": shape_case("supervisor"),
         "swarm": shape_case("swarm"),
         "state-graph": shape_case("state_graph"),
         "react-agent": shape_case("react_agent"),
@@ -405,12 +408,19 @@ def ecosystem_cases() -> dict[str, AgentCase]:
 
 
 #: the cases that build multi-agent graphs (run on PostgreSQL too)
-MULTI_AGENT = ("swarm", "deepagents", "tool-subagent")
+MULTI_AGENT = ("supervisor", "swarm", "deepagents", "tool-subagent")
 
-#: a ``langgraph-supervisor`` supervisor, its workers with unsee's middleware and its own model
-#: recorded: a forget refuses it before anything changes (its agent node runs tools unrecorded)
-SUPERVISOR = case("supervisor", shape("supervisor"), turns=("hello", "look at T1", "look at T2", "refund A7"),
-                  follow_up="thanks, bye")
+
+def unrecorded_supervisor() -> AgentCase:
+    """A ``langgraph-supervisor`` supervisor whose own model is not recorded (only its workers run
+    unsee's middleware): its own turns are never recorded, so a forget refuses it."""
+    import agent_shapes
+
+    def build(world: AgentWorld):
+        return agent_shapes.build("supervisor", shape_world(world), middleware=world.middleware,
+                                  checkpointer=world.checkpointer)
+    return case("supervisor-unrecorded", build, turns=agent_shapes.TURNS[:-1], follow_up=agent_shapes.TURNS[-1],
+                secret=agent_shapes.SECRET)
 
 
 def deep_policy(messages: Sequence[BaseMessage], tools: Sequence[str]) -> AIMessage:

@@ -13,7 +13,8 @@ import inspect
 
 import pytest
 
-from compat_cases import MULTI_AGENT, NOT_OFFLINE, SUPERVISOR, ecosystem_cases, middleware_cases
+from compat_cases import (MULTI_AGENT, NOT_OFFLINE, case, ecosystem_cases, middleware_cases, recorded_supervisor,
+                          unrecorded_supervisor)
 from unsee.testing import CompatFailure, check_agent
 
 SAVERS = ("memory", "sqlite")
@@ -52,11 +53,36 @@ def test_multi_agent_on_postgres(tmp_path, name, pg_url):
 
 
 @pytest.mark.parametrize("saver", SAVERS)
-def test_a_supervisor_is_refused_before_anything_changes(tmp_path, saver):
-    """A ``langgraph-supervisor`` supervisor runs its handoff tools in a tool node unsee does not
-    record: a forget refuses it before anything changes."""
+def test_a_supervisor_whose_model_is_not_recorded_is_refused_before_anything_changes(tmp_path, saver):
+    """A ``langgraph-supervisor`` supervisor without ``u.recorded_model`` on its own model: its own
+    turns are not recorded, and a forget refuses it before anything changes."""
     from unsee.plugins.forget import UnsupportedSession
 
     with pytest.raises(CompatFailure) as got:
-        check_agent(SUPERVISOR, tmp_path, saver=saver)
+        check_agent(unrecorded_supervisor(), tmp_path, saver=saver)
     assert got.value.step in ("locate", "forget") and isinstance(got.value.__cause__, UnsupportedSession)
+
+
+class LateSaver:
+    """An ``InMemorySaver`` that takes its time to write a checkpoint (as a busy database does);
+    LangGraph writes checkpoints in the background while the next step runs."""
+
+    def __new__(cls):
+        import time
+
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        class _Late(InMemorySaver):
+            def put(self, config, checkpoint, metadata, new_versions):
+                time.sleep(0.05)
+                return super().put(config, checkpoint, metadata, new_versions)
+        return _Late()
+
+
+def test_a_supervisor_on_a_checkpointer_that_writes_late(tmp_path):
+    """A worker's run that starts before the supervisor graph's checkpoint is written is a part of
+    the same run of the graph: one turn, as the counterfactual has it."""
+    sup = ECOSYSTEM["supervisor"]
+    late = case("supervisor-late-saver", lambda world: recorded_supervisor(world, checkpointer=LateSaver()),
+                turns=sup.turns, follow_up=sup.follow_up, secret=sup.secret)
+    check_agent(late, tmp_path, saver="memory")

@@ -80,6 +80,20 @@ def test_the_agent_has_no_after_agent_node_and_the_turn_ends_with_the_graph(u):
     assert max(a.turn for a in g) == 2 and [c.kind.value for c in g.checkpoints][:1] == ["session_start"]
 
 
+def test_another_graph_on_the_same_thread_id_gives_this_session_nothing(u):
+    """The inputs of a graph that records nothing (another agent of the process, on the same
+    thread id, e.g. a reference run without unsee) are never recorded as this session's."""
+    agent = make_agent(u, InMemorySaver())
+    say(agent, "before", "hello")  # (unsee watches the process's runs from its first one on)
+    plain = create_agent(ScriptedChatModel(policy=lambda m, t: AIMessage("ok")), [], checkpointer=InMemorySaver())
+    for i in range(3):
+        plain.invoke({"messages": [("user", f"elsewhere {i} 9911-0000")]}, {"configurable": {"thread_id": "e"}})
+    say(agent, "e", "hello")
+    u.flush()
+    assert not [c for c in u.store.contents("e").values() if "9911-0000" in str(c)]
+    assert [a.type.value for a in u.graph("e") if a.type.value == "run_input"] == ["run_input"]
+
+
 def test_an_error_ends_the_turn_with_the_error_on_the_run_span(tmp_path):
     exporter = InMemorySpanExporter()
     tp = TracerProvider()
