@@ -1,6 +1,6 @@
 """The forget's safety contract (docs/forget.md, tests/forget/test_safety_contract.py) on the
 compatibility suite's shapes: human approvals, async runs, structured output, a hand-written
-``StateGraph``, ``create_react_agent``, a deepagents harness, and middleware that
+``StateGraph``, ``create_react_agent``, a deepagents harness, a supervisor, and middleware that
 rewrites the state (summarization, a todo list).
 
 Each case is recorded as ``unsee.testing.check_agent`` records it (same world, same sync or async
@@ -32,14 +32,20 @@ from unsee.testing import (REFERENCE_THREAD, THREAD, AgentCase, AgentWorld, _fre
 _ECO, _MW = ecosystem_cases(), middleware_cases()
 CASES: dict[str, AgentCase] = {
     **{n: _ECO[n] for n in ("hitl-approve", "hitl-reject", "ainvoke", "async-only-tools", "structured-output",
-                            "state-graph", "react-agent", "deepagents-harness")},
+                            "state-graph", "react-agent", "deepagents-harness", "supervisor")},
     **{n: _MW[n] for n in ("SummarizationMiddleware", "TodoListMiddleware")},
 }
-#: the fault points (``middleware.faults``; a trailing ":" arms every point that starts so)
-STEPS = ("check", "replay:turn:", "commit:checked", "commit:state", "commit:records", "erase:")
+#: the fault points (``middleware.faults``; a trailing ":" arms every point that starts so) where
+#: the shape decides what happens: its replay, and the commit writing its state keys and records
+SHAPE_STEPS = ("replay:turn:", "commit:state", "commit:records")
+#: those where it does not (before anything changes, after the checks, in the erasure): met by the
+#: shapes whose machinery differs there (an interrupt's thread, an async saver, nested checkpoints)
+SHARED_STEPS, SHARED_CASES = ("check", "commit:checked", "erase:"), ("hitl-approve", "async-only-tools",
+                                                                    "deepagents-harness")
 #: each as a crash and as a service failure, but for a failure at "commit:records" (the same answer as
 #: at "commit:state": a committed report saying the commit was interrupted), left out for time
-FAULTS = [pytest.param(step, crash, id=f"{step}-{'crash' if crash else 'failure'}") for step in STEPS
+FAULTS = [pytest.param(name, step, crash, id=f"{name}-{step}-{'crash' if crash else 'failure'}")
+          for name in CASES for step in (*SHAPE_STEPS, *(SHARED_STEPS if name in SHARED_CASES else ()))
           for crash in (True, False) if crash or step != "commit:records"]
 
 _B5: dict[str, tuple[dict, list]] = {}
@@ -68,8 +74,7 @@ def _reference(case: AgentCase, tmp_path_factory) -> tuple[dict, list]:
     return _B5[case.name]
 
 
-@pytest.mark.parametrize(("step", "crash"), FAULTS)
-@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize(("name", "step", "crash"), FAULTS)
 def test_a_fault_leaves_the_old_state_or_the_counterfactual_and_a_retry_finishes(tmp_path, tmp_path_factory,
                                                                                   name, step, crash):
     case = CASES[name]
