@@ -13,7 +13,10 @@
 # with unsee's stores on PostgreSQL (UNSEE_TEST_STORE=postgres: a database per home),
 # less the Docker tests: their sandbox paths ran in the first pass, and the local-sandbox
 # twins of the same tests (route conformance, B7 == B5 with sandbox files) cover the records
-# on PostgreSQL (saves ~2 of CI's 45 minutes).
+# on PostgreSQL (saves ~2 of CI's 45 minutes). The agent-shape suites of tests/forget (hand-written
+# graphs, nested agents, state tools and flows, run inputs, async and MCP tools) stay out of that
+# pass too: they test how a shape is recorded and replayed, through the same store calls the rest
+# of tests/forget makes on PostgreSQL there (saves ~3 more).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # One converted copy of the local model for every test directory and run.
@@ -72,12 +75,18 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >&2 \
     || echo "run-tests: could not install chromium: the page tests will fail" >&2
 fi
+full=0
+if [ $# -eq 0 ]; then full=1; set -- --durations=30; fi  # (CI's log says where the time goes)
 .venv/bin/python -m pytest "$@"
 rc=$?
-if [ $# -eq 0 ] && [ "$pg" = "1" ]; then
+if [ "$full" = "1" ] && [ "$pg" = "1" ]; then
   echo "run-tests: the record, forget and erasure suites again, stores on PostgreSQL" >&2
+  shapes=()
+  for f in any_graph nested_runs state_flow state_tools run_inputs async_replay mcp_tools; do
+    shapes+=(--ignore "tests/forget/test_$f.py")
+  done
   UNSEE_TEST_STORE=postgres .venv/bin/python -m pytest -q -m "not model and not gpu and not postgres and not docker" \
-    tests/middleware tests/forget tests/erasure
+    --durations=15 "${shapes[@]}" tests/middleware tests/forget tests/erasure
   rc2=$?
   [ $rc -eq 0 ] && rc=$rc2
 fi
