@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import logging
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -366,20 +368,24 @@ def _saver_is_async(agent: Any, loop: asyncio.AbstractEventLoop, cfg: dict) -> b
     saver = getattr(agent, "checkpointer", None)
     if saver is None or isinstance(saver, bool):
         return True
-    known = getattr(saver, "_unsee_async", None)
-    if known is None:
-        try:
-            on_loop(loop, lambda: saver.aget_tuple(cfg))
-            known = True
-        except NotImplementedError:
-            known = False
-        except Exception:  # (it answered, with an error of its own: async it is)
-            known = True
-        try:
-            saver._unsee_async = known
-        except Exception:  # (a saver that takes no attributes: ask again next time)
-            pass
+    try:
+        return _async_savers[saver]
+    except (KeyError, TypeError):  # (TypeError: a saver no weak reference reaches: asked each time)
+        pass
+    try:
+        on_loop(loop, lambda: saver.aget_tuple(cfg))
+        known = True
+    except NotImplementedError:
+        known = False
+    except Exception:  # (it answered, with an error of its own: async it is)
+        known = True
+    with contextlib.suppress(TypeError):
+        _async_savers[saver] = known
     return known
+
+
+#: checkpointer -> whether it answers its async API (the user's object is never written to)
+_async_savers: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
 
 def on_loop(loop: asyncio.AbstractEventLoop, make: Any) -> Any:

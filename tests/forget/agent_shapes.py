@@ -280,8 +280,6 @@ def build_state_graph(world: World, *, u: Any = None, checkpointer: Any, role: s
     ``u.recorded_model(...)`` and its tool node ``u.tool_node(...)``; without, the same graph
     plain (what B5 runs)."""
     from langchain_core.messages import SystemMessage
-    from langgraph.graph import START, StateGraph
-    from langgraph.prebuilt import ToolNode, tools_condition
 
     tools = world.tools()
     model = HostedChatModel(policy=worker_policy, role=role)
@@ -294,7 +292,16 @@ def build_state_graph(world: World, *, u: Any = None, checkpointer: Any, role: s
             out["notes"] = [str(reply.content)]
         return out
 
-    g = StateGraph(TicketState)
+    return model_and_tools_graph(TicketState, call_model, tools, u=u, checkpointer=checkpointer)
+
+
+def model_and_tools_graph(state: type, call_model: Any, tools: list, *, u: Any, checkpointer: Any) -> Any:
+    """START -> ``call_model`` -> ``tools_condition`` -> a ``ToolNode`` (``u.tool_node`` with
+    ``u``) -> back to the model: the hand-written loop LangGraph's docs build."""
+    from langgraph.graph import START, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    g = StateGraph(state)
     g.add_node("model", call_model)
     g.add_node("tools", u.tool_node(tools) if u is not None else ToolNode(tools))
     g.add_edge(START, "model")

@@ -22,7 +22,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import MessagesState
 
 from agent_shapes import (SECRET, HostedChatModel, World, build_react_agent, build_state_graph, file_copies,
-                          normalized, run, sqlite_saver, worker_policy)
+                          model_and_tools_graph, normalized, run, sqlite_saver, worker_policy)
 from unsee import RevocationEvent, Unsee
 from unsee.middleware.graph_adapter import RecordedChatModel
 from unsee.plugins.forget import AgentCannotReplay
@@ -129,21 +129,15 @@ def normalized_values(values: dict) -> dict:
 
 
 def test_a_graph_whose_tool_node_does_not_record_is_refused_before_anything_changes(tmp_path):
-    from langgraph.graph import START, StateGraph
-    from langgraph.prebuilt import ToolNode, tools_condition
-
     from agent_shapes import TicketState
 
     u, world = Unsee(home=tmp_path / "home"), World()
     tools = world.tools()
     llm = u.recorded_model(HostedChatModel(policy=worker_policy, role="g")).bind_tools(tools)
-    g = StateGraph(TicketState)
-    g.add_node("model", lambda state: {"messages": [llm.invoke(state["messages"])], "model_calls": 1})
-    g.add_node("tools", ToolNode(tools))  # plain: a replay would run its tools again
-    g.add_edge(START, "model")
-    g.add_conditional_edges("model", tools_condition)
-    g.add_edge("tools", "model")
-    app = g.compile(checkpointer=InMemorySaver())
+    # (its model recorded, its tool node a plain ToolNode: a replay would run its tools again)
+    app = model_and_tools_graph(TicketState, lambda state: {"messages": [llm.invoke(state["messages"])],
+                                                             "model_calls": 1},
+                                tools, u=None, checkpointer=InMemorySaver())
     run(app, "s", ("look at T1", "refund A7"))
     assert not records_through_unsee(app)
     before, records = normalized(app, "s"), [a.id for a in u.graph("s")]
@@ -332,8 +326,6 @@ def _customer_graph(world: World, u: Unsee | None = None, checkpointer=None):
     """A hand-written graph whose runs are given a key of its own beside the messages
     (``customer``), which its model node reads into the prompt and its notes."""
     from langchain_core.messages import SystemMessage
-    from langgraph.graph import START, StateGraph
-    from langgraph.prebuilt import ToolNode, tools_condition
 
     tools = world.tools()
     model = HostedChatModel(policy=worker_policy, role="customer")
@@ -343,13 +335,7 @@ def _customer_graph(world: World, u: Unsee | None = None, checkpointer=None):
         reply = llm.invoke([SystemMessage(f"Customer: {state.get('customer')}"), *state["messages"]])
         return {"messages": [reply], "notes": [] if reply.tool_calls else [f"{state.get('customer')}: {reply.content}"]}
 
-    g = StateGraph(CustomerState)
-    g.add_node("model", call_model)
-    g.add_node("tools", u.tool_node(tools) if u is not None else ToolNode(tools))
-    g.add_edge(START, "model")
-    g.add_conditional_edges("model", tools_condition)
-    g.add_edge("tools", "model")
-    return g.compile(checkpointer=checkpointer)
+    return model_and_tools_graph(CustomerState, call_model, tools, u=u, checkpointer=checkpointer)
 
 
 def _run_customers(app, thread: str) -> None:

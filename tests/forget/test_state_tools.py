@@ -254,11 +254,8 @@ def test_structured_output_and_blocked_calls_are_not_orphaned(tmp_path, strategy
     def policy(messages, tools):
         text = _last_human(messages)
         turn = _since_human(messages)
-        if not any(isinstance(m, ToolMessage) for m in turn):
-            calls = [("lookup", {"ticket": t}) for t in re.findall(r"\bT\d\b", text)]
-            calls += [("refund", {"order": o}) for o in re.findall(r"refund (\w+)", text)]
-            if calls:
-                return _ask(*calls)
+        if not any(isinstance(m, ToolMessage) for m in turn) and (calls := _asked(text, "refund")):
+            return _ask(*calls)
         if "Answer" in tools:
             return _ask(("Answer", {"text": "done: " + "; ".join(str(m.content) for m in turn
                                                                    if isinstance(m, ToolMessage))[:80]}))
@@ -292,14 +289,18 @@ class BlockWorld(World):
         return [*super().tools(), StructuredTool.from_function(status, response_format="content_and_artifact")]
 
 
+def _asked(text: str, order_tool: str) -> list[tuple[str, dict]]:
+    """The calls a user's text asks for: ``lookup`` of each ticket named (``T1``), and
+    ``order_tool`` of each order after its name (``refund A7``, ``status A7``)."""
+    return ([("lookup", {"ticket": t}) for t in re.findall(r"\bT\d\b", text)]
+            + [(order_tool, {"order": o}) for o in re.findall(rf"{order_tool} (\w+)", text)])
+
+
 def status_policy(messages, tools):
     text = _last_human(messages)
     turn = _since_human(messages)
-    if not any(isinstance(m, ToolMessage) for m in turn):
-        calls = [("lookup", {"ticket": t}) for t in re.findall(r"\bT\d\b", text)]
-        calls += [("status", {"order": o}) for o in re.findall(r"status (\w+)", text)]
-        if calls:
-            return _ask(*calls)
+    if not any(isinstance(m, ToolMessage) for m in turn) and (calls := _asked(text, "status")):
+        return _ask(*calls)
     return AIMessage(content=f"{len(turn)} steps")  # (the reply does not quote the secret)
 
 
