@@ -21,6 +21,7 @@ from itertools import islice
 
 from .errors import InvalidArgument, TargetNotFound, UnknownArtifact
 from .records import OBSERVATION_TYPES, Artifact, ArtifactType, Checkpoint, CheckpointKind, Hit
+from .run_inputs import without_refs
 
 ContentOf = Callable[[str], "str | None"]
 #: checkpoints at a turn boundary (where a forget may fork: the agent state is between turns)
@@ -280,10 +281,15 @@ class ProvenanceGraph:
         for a in self:
             if source is not None and a.id != source and source not in a.source_ids:
                 continue
-            text = self._content_of(a.id)
-            if text is not None and target in text:
+            if target in self._said(a):
                 out.append(a)
         return out
+
+    def _said(self, a: Artifact) -> str:
+        """What ``a`` holds that a target can be in: its content, a run input's less its references
+        to recorded messages (names: a short target can be a part of one, without being said)."""
+        text = self._content_of(a.id) or ""
+        return without_refs(text) if a.type is ArtifactType.RUN_INPUT else text
 
     def locate(self, target: str, source: str | None = None) -> Hit:
         """Where ``target`` first entered the session.

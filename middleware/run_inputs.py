@@ -30,6 +30,7 @@ watcher (``run_end``).
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -122,21 +123,22 @@ class RunInputs:
             raised = self._raised.pop(run_id, [])
             ran = run_id in self._ran
             self._ran.discard(run_id)
-            if thread is not None and self._running.get(thread) == run_id:
+            if thread is None:  # (its end was reported twice, from two threads)
+                return
+            if self._running.get(thread) == run_id:
                 del self._running[thread]
-            if thread is not None:
-                # An input nobody took is dropped when the run failed, and when its graph ran
-                # to its end without stopping at an interrupt: no recorder is in that graph (a
-                # recorder takes the input at its first hook), so it is another graph's on the
-                # same thread id, and never a run of this session to record or give again. An
-                # input that ran no node (a ``Command(update=...)``), or whose run stopped at an
-                # interrupt before a recorder's hook, is given with the next run's.
-                if (failed or (ran and not raised)) and (runs := self._pending.get(thread)):
-                    runs[:] = [r for r in runs if r.run_id != run_id]
-                self._waiting[thread] = tuple(raised)
-                if len(self._waiting) > MAX_THREADS:
-                    for key in list(self._waiting)[: MAX_THREADS // 2]:
-                        del self._waiting[key]
+            # An input nobody took is dropped when the run failed, and when its graph ran
+            # to its end without stopping at an interrupt: no recorder is in that graph (a
+            # recorder takes the input at its first hook), so it is another graph's on the
+            # same thread id, and never a run of this session to record or give again. An
+            # input that ran no node (a ``Command(update=...)``), or whose run stopped at an
+            # interrupt before a recorder's hook, is given with the next run's.
+            if (failed or (ran and not raised)) and (runs := self._pending.get(thread)):
+                runs[:] = [r for r in runs if r.run_id != run_id]
+            self._waiting[thread] = tuple(raised)
+            if len(self._waiting) > MAX_THREADS:
+                for key in list(self._waiting)[: MAX_THREADS // 2]:
+                    del self._waiting[key]
 
     def running(self, thread_id: str) -> UUID | None:
         """The root run of the thread under way (None: none seen, e.g. it began before unsee's
@@ -241,12 +243,26 @@ def _jsonable(value: Any, message_ref: MessageRef) -> Any:
     return str(value)
 
 
+def is_ref(value: Any) -> bool:
+    """Whether a recorded body's value is a reference to a recorded message (``{"$artifact": id}``):
+    a name, not text (a short target can be a part of its id, and is not in the message for that)."""
+    return type(value) is dict and len(value) == 1 and "$artifact" in value
+
+
+def without_refs(text: str) -> str:
+    """A recorded body's text (``payload_text``) without its references: what it says itself."""
+    return _REF_TEXT.sub("", text) if '"$artifact"' in text else text
+
+
+_REF_TEXT = re.compile(r'\{"\$artifact": "[^"]*"\}')
+
+
 def revive(value: Any, message_of: Callable[[str], Any]) -> Any:
     """A recorded body's value as the graph takes it again: ``{"$artifact": id}`` -> the message
     ``message_of(id)`` rebuilds, ``{"$lc": ...}`` -> the LangChain object, ``{"$pairs": ...}`` ->
     a list of (key, value) updates."""
     if isinstance(value, dict):
-        if set(value) == {"$artifact"}:
+        if is_ref(value):
             return message_of(value["$artifact"])
         if set(value) == {"$lc"}:
             from langchain_core.load import load

@@ -37,6 +37,7 @@ import sqlite3
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from langchain_core.messages import BaseMessage
 from langgraph.channels.base import BaseChannel
 from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
@@ -183,8 +184,9 @@ def config_of(thread: str, checkpoint_id: str | None = None) -> dict:
 def value_text(value: Any) -> str:
     """Every text a value carries, for ``lambda v: target in value_text(v)``.
 
-    Messages and other pydantic models render all their fields (content,
-    tool-call args, additional_kwargs, ...), dicts their keys and values,
+    Messages render all their fields (content, tool-call args,
+    additional_kwargs, ...) but their names (ids: ``_NAMES``), other pydantic
+    models all their fields, dicts their keys and values,
     sequences their items, bytes decoded with replacement; anything else its
     ``repr``. Parts are joined by newlines."""
     out: list[str] = []
@@ -221,6 +223,24 @@ def _render(value: Any, out: list[str], seen: dict[int, Any]) -> None:
         _render_other(v, out, seen, push)
 
 
+#: the fields that name a message or a tool call rather than say anything: its id, a tool
+#: message's call id, each tool call's id (random names the runtime or the provider gives; a short
+#: target, four digits, is in about one random UUID in 3,900 without being in the message)
+_NAMES = frozenset(("id", "tool_call_id"))
+
+
+def _message_fields(m: BaseMessage) -> dict:
+    """A message's fields as stored (content, tool calls and their arguments, kwargs, extra
+    fields), less its names (``_NAMES``)."""
+    fields = {k: v for k, v in m.__dict__.items() if k not in _NAMES}
+    if m.__pydantic_extra__:
+        fields.update(m.__pydantic_extra__)
+    for key in ("tool_calls", "invalid_tool_calls"):
+        if calls := fields.get(key):
+            fields[key] = [{k: v for k, v in c.items() if k != "id"} if isinstance(c, dict) else c for c in calls]
+    return fields
+
+
 def _render_other(value: Any, out: list[str], seen: dict[int, Any], push: Callable[[Any], None]) -> None:
     if isinstance(value, (str, bytes, bytearray, memoryview)):
         out.append(value if isinstance(value, str) else bytes(value).decode("utf-8", errors="replace"))
@@ -233,8 +253,10 @@ def _render_other(value: Any, out: list[str], seen: dict[int, Any], push: Callab
         push(dict(value))  # (a dict subclass: its items as a plain dict's)
     elif isinstance(value, (list, tuple, set, frozenset)):
         push(list(value))
+    elif isinstance(value, BaseMessage):
+        push(_message_fields(value))
     elif isinstance(value, BaseModel):
-        # messages (content, tool calls, kwargs) and other pydantic models: every field as stored
+        # pydantic models: every field as stored
         # (a superset of model_dump's, without building the dump), then the extra fields
         if value.__pydantic_extra__:
             push(dict(value.__pydantic_extra__))

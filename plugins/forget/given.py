@@ -27,7 +27,7 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
-from unsee.middleware.run_inputs import json_value, revive
+from unsee.middleware.run_inputs import is_ref, json_value, revive
 
 from .plan import RecordedInput, RecordedRun, ReplayPlan
 from .sanitize import sanitize, sanitize_value
@@ -87,8 +87,8 @@ def value_of(give: RunToGive, plan: ReplayPlan, target: str) -> Any:
     referred = set(give.run.message_refs())
     extra = [messages[i.artifact_id] for i in give.inputs if i.artifact_id not in referred]
     payload = give.run.payload
-    if give.run.seq >= plan.entry.seq:  # (message references hold no target: ids)
-        payload = sanitize_value(payload, target)
+    if give.run.seq >= plan.entry.seq:  # (message references are names: a target in one is not in the message)
+        payload = sanitize_value(payload, target, keep=is_ref)
 
     def message_of(aid: str) -> Any:
         if aid in messages:

@@ -17,6 +17,7 @@ from typing import Any
 
 from unsee.middleware.graph import TURN_BOUNDARY, ProvenanceGraph
 from unsee.middleware.records import Artifact, ArtifactType, Checkpoint, Hit
+from unsee.middleware.run_inputs import is_ref
 
 from .report import ForgetPlan, SideEffect
 from .strategy import Strategy
@@ -106,7 +107,7 @@ class RecordedRun:
 
 def _refs(value, out: list[str]) -> None:
     if isinstance(value, dict):
-        if set(value) == {"$artifact"}:
+        if is_ref(value):
             out.append(str(value["$artifact"]))
             return
         for v in value.values():

@@ -10,6 +10,7 @@ overlay all use these.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 
@@ -18,19 +19,23 @@ def sanitize(text: str, target: str, replacement: str = "") -> str:
     return text.replace(target, replacement)
 
 
-def sanitize_value(value: Any, target: str, replacement: str = "") -> Any:
+def sanitize_value(value: Any, target: str, replacement: str = "",
+                   keep: Callable[[Any], bool] | None = None) -> Any:
     """A copy of a JSON-able value with ``target`` removed from every string (keys included).
 
     Lists and tuples come back as lists (as a JSON round trip gives them);
-    other scalars are returned as they are.
+    other scalars are returned as they are. ``keep``: the parts left as they are (a name, such
+    as a reference to a recorded artifact, that a short target can be a part of).
     """
+    if keep is not None and keep(value):
+        return value
     if isinstance(value, str):
         return sanitize(value, target, replacement)
     if isinstance(value, dict):
         return {(sanitize(k, target, replacement) if isinstance(k, str) else k):
-                sanitize_value(v, target, replacement) for k, v in value.items()}
+                sanitize_value(v, target, replacement, keep) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [sanitize_value(v, target, replacement) for v in value]
+        return [sanitize_value(v, target, replacement, keep) for v in value]
     return value
 
 

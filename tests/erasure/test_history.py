@@ -288,6 +288,24 @@ def test_value_text_renders_every_part():
     assert value_text(loop) == ""
 
 
+def test_value_text_leaves_out_the_names_of_messages_and_calls():
+    """A message's id, a tool message's call id and a tool call's id are random names: a short
+    target (four digits) is in one UUID in a few thousand, and not in the message for that."""
+    from langchain_core.messages import HumanMessage, ToolMessage
+
+    name = "00000000-5521-4000-8000-000000000000"
+    msgs = [HumanMessage("hi", id=name, x_extra="extra-5"),
+            AIMessage("", id=name, tool_calls=[{"name": "pay", "args": {"order": "77"}, "id": name}],
+                      invalid_tool_calls=[{"name": "pay", "args": "{", "id": name, "error": None}]),
+            ToolMessage("done", tool_call_id=name, id=name)]
+    text = value_text(msgs)
+    assert "5521" not in text
+    for part in ("hi", "extra-5", "pay", "77", "done"):
+        assert part in text
+    # an id in what a message says, or in any other value, is text like the rest
+    assert "5521" in value_text([HumanMessage(f"my order is {name}"), {"id": name}])
+
+
 def test_before_turn_finds_the_state_the_turn_started_from(setup):
     agent, saver, *_ = setup
     fork = forget_by_hand(agent)
