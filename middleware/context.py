@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .run_inputs import run_inputs
+
 DEFAULT_SESSION = "default"
 
 
@@ -48,8 +50,6 @@ def outer_run_id(max_steps: int = 10_000) -> str | None:
     conf = configurable()
     thread = conf.get("thread_id")
     if thread is not None:
-        from .run_inputs import run_inputs
-
         root = run_inputs().running(str(thread))
         if root is not None:
             return f"run:{root}"

@@ -44,7 +44,7 @@ _unsee_pg_up() {
   cat >"$dir/pg_ctl.sh" <<CTL
 #!/usr/bin/env bash
 exec ${as[*]} $bin/pg_ctl -D $dir/data -l $dir/server.log -w -t 60 \
-  -o "-k $dir/run -c listen_addresses='' -c fsync=off -c max_connections=200" "\$@"
+  -o "-k $dir/run -c listen_addresses='' -c fsync=off -c max_connections=400" "\$@"
 CTL
   chmod 755 "$dir/pg_ctl.sh"
   export UNSEE_PG_CTL="$dir/pg_ctl.sh"

@@ -75,18 +75,36 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >&2 \
     || echo "run-tests: could not install chromium: the page tests will fail" >&2
 fi
+# With no arguments: the suite on two workers (a module whole to one of them), then the
+# modules that must run alone (tests/conftest.py: SERIAL_MODULES); the slowest tests printed
+# (CI's log says where the time goes). With arguments: pytest with them, as they are.
+pytest_all() {  # pytest_all MARKS [pytest arguments]: both parts (MARKS "": every test); the first failure's status
+  local sel=${1:+($1) and }; shift
+  .venv/bin/python -m pytest -n 2 --dist loadgroup -m "${sel}not serial" "$@"
+  local a=$?
+  .venv/bin/python -m pytest -m "${sel}serial" "$@"
+  local b=$?
+  [ $b -eq 5 ] && b=0  # (no serial test in that selection)
+  [ $a -ne 0 ] && return $a
+  return $b
+}
 full=0
-if [ $# -eq 0 ]; then full=1; set -- --durations=30; fi  # (CI's log says where the time goes)
-.venv/bin/python -m pytest "$@"
-rc=$?
+rc=0
+if [ $# -eq 0 ]; then
+  full=1
+  pytest_all "" --durations=30 || rc=$?
+else
+  .venv/bin/python -m pytest "$@" || rc=$?
+fi
 if [ "$full" = "1" ] && [ "$pg" = "1" ]; then
   echo "run-tests: the record, forget and erasure suites again, stores on PostgreSQL" >&2
   shapes=()
   for f in any_graph nested_runs state_flow state_tools run_inputs async_replay mcp_tools; do
     shapes+=(--ignore "tests/forget/test_$f.py")
   done
-  UNSEE_TEST_STORE=postgres .venv/bin/python -m pytest -q -m "not model and not gpu and not postgres and not docker" \
-    --durations=15 "${shapes[@]}" tests/middleware tests/forget tests/erasure
+  (export UNSEE_TEST_STORE=postgres
+   pytest_all "not model and not gpu and not postgres and not docker" -q \
+     --durations=15 "${shapes[@]}" tests/middleware tests/forget tests/erasure)
   rc2=$?
   [ $rc -eq 0 ] && rc=$rc2
 fi

