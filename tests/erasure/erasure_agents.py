@@ -153,6 +153,13 @@ def run(agent, thread: str, turns=TURNS) -> None:
         agent.invoke({"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": thread}})
 
 
+def live(agent, thread="t1"):
+    """What the user sees: messages (type, content, tool calls)."""
+    msgs = agent.get_state({"configurable": {"thread_id": thread}}).values.get("messages", [])
+    return [(type(m).__name__, str(m.content), [(c["name"], c["args"]) for c in getattr(m, "tool_calls", []) or []])
+            for m in msgs]
+
+
 def raw_copies(home: Path, needle: bytes = SECRET.encode()) -> dict[str, int]:
     """Raw byte copies per file under ``home`` (a plain grep, independent of unsee's scanner)."""
     out = {}

@@ -8,19 +8,12 @@ import shutil
 import pytest
 from langchain_core.messages import HumanMessage
 
-from erasure_agents import SECRET, TURNS, build, raw_copies, run
+from erasure_agents import SECRET, TURNS, build, live, raw_copies, run
 from unsee import RevocationEvent
 from unsee.plugins.erasure import NotForgotten, read_receipt, verify_signature
 from unsee.plugins.forget import InjectedCrash, crash_at
 
 CFG = {"configurable": {"thread_id": "t1"}}
-
-
-def live(agent, thread="t1"):
-    """What the user sees: messages (type, content, tool calls)."""
-    msgs = agent.get_state({"configurable": {"thread_id": thread}}).values.get("messages", [])
-    return [(type(m).__name__, str(m.content), [(c["name"], c["args"]) for c in getattr(m, "tool_calls", []) or []])
-            for m in msgs]
 
 
 def world(home, u, agent, thread="t1"):

@@ -8,8 +8,8 @@ import psycopg
 import pytest
 from langchain_core.messages import HumanMessage
 
-from erasure_agents import SECRET, build, run
-from test_erasure import CFG, history_holding, live, world
+from erasure_agents import SECRET, build, live, run
+from test_erasure import CFG, history_holding, world
 from unsee import RevocationEvent
 from unsee.plugins.erasure import read_receipt, verify_signature
 

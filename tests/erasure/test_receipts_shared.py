@@ -26,7 +26,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from erasure_agents import SECRET, build, run
+from erasure_agents import SECRET, build, live, run
 from test_erasure import history_holding
 from unsee import RevocationEvent, Unsee
 from unsee.middleware.errors import InjectedCrash
@@ -208,8 +208,6 @@ def test_a_subject_erasure_journaled_at_a_is_finished_at_b(tmp_path, pg_url, mon
 def test_a_retention_rewrite_interrupted_at_a_is_finished_at_b(tmp_path, pg_url):
     """A crashes inside the swap of a retention rewrite (the thread may be partial); B, with
     only the store's journal row, finishes the swap from the staged copy."""
-    from test_erasure import live
-
     home_a, home_b = tmp_path / "a", tmp_path / "b"
     home_a.mkdir()
     home_b.mkdir()

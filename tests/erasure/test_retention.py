@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from langchain_core.messages import HumanMessage
 
-from erasure_agents import SECRET, build, run
+from erasure_agents import SECRET, build, live, run
 from unsee import RevocationEvent, Unsee
 from unsee.middleware.errors import InjectedCrash, UnseeError
 from unsee.middleware.faults import crash_at
@@ -82,12 +82,6 @@ def test_unknown_default_policy_is_refused_before_the_home_is_made(tmp_path):
 
 
 # -- real agents ---------------------------------------------------------------------------------
-def live(agent, thread="t1"):
-    msgs = agent.get_state({"configurable": {"thread_id": thread}}).values.get("messages", [])
-    return [(type(m).__name__, str(m.content), [(c["name"], c["args"]) for c in getattr(m, "tool_calls", []) or []])
-            for m in msgs]
-
-
 def ids(agent, thread="t1"):
     return [s.config["configurable"]["checkpoint_id"] for s in agent.get_state_history({"configurable": {"thread_id": thread}})]
 

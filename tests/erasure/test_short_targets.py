@@ -12,7 +12,7 @@ import json
 import pytest
 from langchain_core.messages import HumanMessage
 
-from erasure_agents import TURNS, build
+from erasure_agents import TURNS, build, live
 from unsee import RevocationEvent
 
 TARGET = "5521"  # the order number of TURNS[3]
@@ -23,12 +23,6 @@ def named_run(agent, at: int, thread: str = "t1") -> None:
     for n, text in enumerate(TURNS):
         mid = f"00000000-0000-4000-8000-0000{TARGET if n == at else 1000 + n}0000"
         agent.invoke({"messages": [HumanMessage(text, id=mid)]}, {"configurable": {"thread_id": thread}})
-
-
-def live(agent, thread: str = "t1"):
-    msgs = agent.get_state({"configurable": {"thread_id": thread}}).values.get("messages", [])
-    return [(type(m).__name__, str(m.content), [(c["name"], c["args"]) for c in getattr(m, "tool_calls", []) or []])
-            for m in msgs]
 
 
 @pytest.mark.parametrize("at", [1, 3, 5])  # before the target's entry, at it (its message is sanitized), after it
@@ -92,9 +86,8 @@ def test_a_target_in_the_id_of_a_recorded_input_is_not_in_the_run_input(tmp_path
 def test_a_reference_is_no_occurrence():
     from unsee.middleware.graph import ProvenanceGraph
     from unsee.middleware.records import Artifact, ArtifactType
-    from unsee.middleware.run_inputs import payload_text
+    from unsee.middleware.run_inputs import is_ref, payload_text
     from unsee.plugins.forget.sanitize import sanitize_value
-    from unsee.middleware.run_inputs import is_ref
 
     body = {"kind": "input", "keys": {"messages": [{"$artifact": f"in-aa{TARGET}bb"}], "note": "plain"}}
     run = Artifact(id="run-1", type=ArtifactType.RUN_INPUT, session_id="s", seq=1, step=1, turn=1,
