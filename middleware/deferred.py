@@ -35,7 +35,7 @@ from opentelemetry.trace import Span, SpanKind
 from . import semconv as sc
 from .context import configurable
 from .hashing import short_id
-from .records import Artifact, ArtifactType, Checkpoint, CheckpointKind
+from .records import Artifact, ArtifactType, Checkpoint, CheckpointKind, ContextRef
 from .store_writer import Batch
 
 if TYPE_CHECKING:
@@ -149,15 +149,16 @@ class DeferredRecording:
     def record(self, st: SessionState, type_: ArtifactType, aid: str, content: str, *,
                parents: Iterable[str] = (), source_ids: Iterable[str] = (), step: int | None = None,
                committed: bool = True, attrs: dict[str, Any] | None = None, count_tokens: bool = True,
-               count_once: bool = False, distinct: bool = False) -> Pending:
+               count_once: bool = False, distinct: bool = False, context: ContextRef | None = None) -> Pending:
         """:meth:`~.recorder.Recorder.artifact`, with the token count, the record and the vault
         write left to a task (the order of the offsets is the order of these calls).
         ``count_once``: the count of this text is kept (a system prompt each session repeats);
-        ``distinct``: the parents are known to be distinct (no pass to drop repeats)."""
+        ``distinct``: the parents are known to be distinct (no pass to drop repeats);
+        ``context``: the parents are a model turn's manifest stored as a delta (``context_delta``)."""
         parents = tuple(parents) if distinct else tuple(dict.fromkeys(parents))
         p = Pending(aid, type_, parents, self.hasher.hash(content), {
             "source_ids": tuple(source_ids), "turn": st.turn, "step": st.step if step is None else step,
-            "seq": st.next_seq(), "committed": committed, "attrs": attrs or {}})
+            "seq": st.next_seq(), "committed": committed, "attrs": attrs or {}, "context": context})
         self.tasks.put(self._make_record, st, p, content, count_tokens, count_once)
         return p
 
@@ -180,7 +181,7 @@ class DeferredRecording:
             p.artifact = Artifact(id=p.id, session_id=st.session_id, type=p.type, parents=p.parents,
                                   source_ids=f["source_ids"], token_span=st.advance(n), turn=f["turn"],
                                   step=f["step"], seq=f["seq"], committed=f["committed"],
-                                  content_hash=p.content_hash, attrs=f["attrs"])
+                                  content_hash=p.content_hash, attrs=f["attrs"], context=f["context"])
             self.store.submit(_content_batch(st.session_id, p.id, content))
             if self.content_in_spans:
                 self._span_content[p.id] = content
@@ -210,10 +211,11 @@ class DeferredRecording:
         next operation span as an event."""
         env_id = self._env_snapshot(st, env)
         seq = st.next_seq()
+        manifest, ref = st.checkpoint_contexts.encode(short_id("ckpt", st.session_id, str(seq)), tuple(st.live))
         fields = {
             "session_id": st.session_id, "kind": kind, "step": st.step + 1 if step is None else step,
             "turn": st.turn, "seq": seq, "cache_handle": st.cache_handle, "env_snapshot_id": env_id,
-            "prompt_manifest": tuple(st.live), "langgraph_checkpoint_id": langgraph_checkpoint_id,
+            "prompt_manifest": manifest, "context": ref, "langgraph_checkpoint_id": langgraph_checkpoint_id,
             "langgraph_thread_id": st.session_id if langgraph_checkpoint_id else None,
             "created_ns": time.time_ns(),
         }
@@ -253,9 +255,10 @@ class DeferredRecording:
         for what, extra, at in events:
             try:
                 if isinstance(what, _HeldCheckpoint):
-                    if what.checkpoint is not None:
-                        span.add_event(sc.CHECKPOINT_EVENT, sc.checkpoint_attributes(what.checkpoint),
-                                       timestamp=max(at, start))
+                    cp = what.checkpoint
+                    if cp is not None:
+                        span.add_event(sc.CHECKPOINT_EVENT, sc.checkpoint_attributes(cp), timestamp=max(at, start))
+                        self._link_base(st, span, cp)
                     continue
                 a = what.artifact
                 if a is None:
@@ -273,6 +276,19 @@ class DeferredRecording:
                 st.known[a.id] = span.get_span_context()
             except Exception as exc:
                 self.fail(st.session_id, exc)
+
+    @staticmethod
+    def _link_base(st: SessionState, span: Span, cp: Checkpoint) -> None:
+        """The span that holds a checkpoint's base (a reader of a delta finds it), once per span."""
+        ctx = span.get_span_context()
+        held = st.checkpoint_spans
+        held[cp.id] = ctx
+        if len(held) > 16:
+            del held[next(iter(held))]
+        base = st.checkpoint_spans.get(cp.context.base) if cp.context is not None else None
+        add = getattr(span, "add_link", None)
+        if base is not None and add is not None and base.span_id != ctx.span_id:
+            add(base, {"unsee.link.checkpoint": cp.context.base})
 
     def _own_spans(self, st: SessionState, events: list, base: dict[str, Any], parent: Span | None) -> None:
         for what, extra, at in events:

@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from .context_delta import whole_parents
 from .errors import InvalidArgument
 from .records import Artifact, ArtifactType
 from .store_journal import JournalEntry
@@ -114,7 +115,7 @@ def orphaned_writes(artifacts: Iterable[Artifact], branch: Iterable[str]) -> lis
     """The ``memory_write`` artifacts none of whose causes is an ancestor of ``branch`` (the
     artifact ids of the messages the new branch starts with), in recording order."""
     arts = sorted(artifacts, key=lambda a: a.seq)
-    justified = ancestors({a.id: a.parents for a in arts}, branch)
+    justified = ancestors(whole_parents(arts), branch)
     return [a for a in arts if a.type is ArtifactType.MEMORY_WRITE and a.parents
             and not any(p in justified for p in a.parents)]
 

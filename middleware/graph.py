@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import islice
 
+from .context_delta import whole
 from .errors import InvalidArgument, TargetNotFound, UnknownArtifact
 from .records import OBSERVATION_TYPES, Artifact, ArtifactType, Checkpoint, CheckpointKind, Hit
 from .run_inputs import without_refs
@@ -45,7 +46,7 @@ class Lineage:
     """
 
     __slots__ = ("by_id", "order", "index", "kids", "waiting", "replaced", "version", "contents", "dups",
-                 "__weakref__")
+                 "turns", "deltas", "loose", "manifests", "__weakref__")
 
     def __init__(self, ordered: list[Artifact], contents: dict[str, str] | None):
         self.by_id: dict[str, Artifact] = {a.id: a for a in ordered}
@@ -63,6 +64,15 @@ class Lineage:
         self.contents = contents
         #: repeated ids among the records it was built from (counted once, as ever)
         self.dups = len(self.order) - len(self.by_id)
+        #: model turn position -> (its base's position or -1 when stored whole, the positions of
+        #: the ids it added, of the base's ids it dropped): what taint counts (``_taint_counting``)
+        self.turns: dict[int, tuple[int, tuple[int, ...], tuple[int, ...]]] = {}
+        #: model turns stored as deltas, and whether one names an id not recorded before it
+        #: (``loose``: taint then takes the walk over whole manifests, ``_taint_reference``)
+        self.deltas = 0
+        self.loose = False
+        #: model turn id -> its whole manifest, the latest few rebuilt (``ProvenanceGraph.manifest``)
+        self.manifests: dict[str, tuple[str, ...]] = {}
         self._link(ordered, 0)
 
     def _link(self, new: list[Artifact], first: int) -> None:
@@ -79,6 +89,25 @@ class Lineage:
                     waiting.setdefault(p, []).append(i)
                 else:
                     kids[j].append(i)
+            if a.type is ArtifactType.MODEL_TURN:
+                self._turn(i, a)
+
+    def _turn(self, i: int, a: Artifact) -> None:
+        """What taint needs of a model turn's manifest, by position (O(its delta))."""
+        index = self.index
+        added = tuple(index.get(p, -1) for p in a.parents)
+        ref = a.context
+        if ref is None:
+            base, dropped = -1, ()
+        else:
+            self.deltas += 1
+            base = index.get(ref.base, -1)
+            dropped = tuple(index.get(p, -1) for p in ref.dropped)
+            if base < 0 or base >= i or base in dropped:
+                self.loose = True
+        if -1 in added or -1 in dropped or any(j >= i for j in added):
+            self.loose = True  # (an id recorded after the turn, or never: the walk over whole lists)
+        self.turns[i] = (base, added, dropped)
 
     def append(self, new: list[Artifact]) -> None:
         first = len(self.order)
@@ -344,13 +373,25 @@ class ProvenanceGraph:
         return list(seen)
 
     def taint(self, hit: Hit | str | Sequence[str]) -> frozenset[str]:
-        """I(z): ids of every artifact reachable from the entry (entry included)."""
+        """I(z): ids of every artifact reachable from the entry (entry included).
+
+        A model turn is reached when any id of its whole manifest is, however its manifest
+        is stored: a session of whole manifests is walked edge by edge; one with deltas is
+        counted in recording order (``_taint_counting``: O(artifacts after the entry + their
+        deltas)), or, when a delta names an id recorded after it, walked over whole
+        manifests (``_taint_reference``). All three give the same closure."""
         if isinstance(hit, Hit):
             roots = [hit.artifact_id]
         elif isinstance(hit, str):
             roots = [hit]
         else:
             roots = list(hit)
+        start = self._positions(roots)
+        if self._lin.deltas:
+            return self._taint_reference(start) if self._lin.loose else self._taint_counting(start)
+        return self._walk(start)
+
+    def _positions(self, roots: Iterable[str]) -> list[int]:
         index, n = self._lin.index, self._n
         start = []
         for r in roots:
@@ -358,6 +399,11 @@ class ProvenanceGraph:
             if i is None or i >= n:
                 raise UnknownArtifact(f"no artifact {r!r} in this graph")
             start.append(i)
+        return start
+
+    def _walk(self, start: list[int]) -> frozenset[str]:
+        """The closure by the edges alone (every manifest stored whole: a turn's parents are all of it)."""
+        n = self._n
         seen = bytearray(n)
         for i in start:
             seen[i] = 1
@@ -372,12 +418,106 @@ class ProvenanceGraph:
         first = min(start) if start else 0  # descendants always come later in seq order
         return frozenset([order[i] for i in range(first, n) if seen[i]])
 
+    def _taint_counting(self, start: list[int]) -> frozenset[str]:
+        """The closure in one pass in recording order, a model turn's manifest counted: how many
+        of its ids are reached is its base's count, plus its added ones reached, less its
+        dropped ones reached (every id and base of a turn is recorded before it: ``Lineage.loose``
+        says when not). An edge to an earlier artifact (a parent recorded after its child) starts
+        the pass again from there, with what it reached kept: reaching only grows."""
+        n, lin = self._n, self._lin
+        kids, turns, order = lin.kids, lin.turns, lin.order
+        seen = bytearray(n)
+        for i in start:
+            seen[i] = 1
+        first = min(start) if start else n
+        while first < n:
+            count: dict[int, int] = {}
+            again = n
+            for i in range(first, n):
+                t = turns.get(i)
+                if t is not None:
+                    base, added, dropped = t
+                    c = count.get(base, 0)  # (a base before the pass's start holds nothing reached)
+                    for j in added:
+                        c += seen[j]
+                    for j in dropped:
+                        c -= seen[j]
+                    count[i] = c
+                    if c > 0:
+                        seen[i] = 1
+                if seen[i]:
+                    for k in kids[i]:
+                        if k < n and not seen[k]:
+                            seen[k] = 1
+                            if k < i:
+                                again = min(again, k)
+            first = again
+        low = min(start) if start else n  # (as the walk: descendants come later in recording order)
+        return frozenset([order[i] for i in range(low, n) if seen[i]])
+
+    def _taint_reference(self, start: list[int]) -> frozenset[str]:
+        """The closure walked over whole manifests (rebuilt: O(their sizes)); what the other
+        two ways must give. A manifest that cannot be rebuilt (its base was never recorded)
+        is taken as reaching whatever was reached before it."""
+        n, order = self._n, self._lin.order
+        parents: list[tuple[int, ...] | None] = []
+        index = self._lin.index
+        for i in range(n):
+            a = self._record(order[i])
+            if a.type is ArtifactType.MODEL_TURN and a.context is not None:
+                try:
+                    ids: tuple[str, ...] | None = self.manifest(a.id)
+                except UnknownArtifact:
+                    ids = None
+            else:
+                ids = a.parents
+            parents.append(None if ids is None else tuple(j for j in map(index.get, ids) if j is not None and j < n))
+        seen = bytearray(n)
+        for i in start:
+            seen[i] = 1
+        changed = True
+        while changed:  # (a parent recorded after its child takes another pass)
+            changed = False
+            reached = False
+            for i in range(n):
+                reached = reached or bool(seen[i])
+                if seen[i]:
+                    continue
+                ps = parents[i]
+                if (reached if ps is None else any(seen[j] for j in ps)):
+                    seen[i] = 1
+                    changed = reached = True
+        low = min(start) if start else n
+        return frozenset([order[i] for i in range(low, n) if seen[i]])
+
     def manifest(self, model_turn_id: str) -> tuple[str, ...]:
-        """The prompt manifest of a model turn: the artifacts its prompt was built from."""
+        """The prompt manifest of a model turn: the artifacts its prompt was built from, rebuilt
+        from the nearest one stored whole (at most ``context_delta.FULL_EVERY`` deltas back;
+        the latest few are kept, so rebuilding a run of turns in order costs their deltas)."""
         a = self.get(model_turn_id)
         if a.type is not ArtifactType.MODEL_TURN:
             raise InvalidArgument(f"{model_turn_id!r} is a {a.type.value}, not a model_turn")
-        return a.parents
+        return whole(a, self._lin.manifests, self.get)
+
+    def checkpoint_manifest(self, checkpoint: Checkpoint) -> tuple[str, ...]:
+        """A checkpoint's prompt manifest (the messages the agent's state held), rebuilt like a
+        model turn's from the session's earlier checkpoints."""
+        if checkpoint.context is None:
+            return checkpoint.prompt_manifest
+        by_id = {c.id: c for c in self.checkpoints}
+
+        def get(cid: str) -> Checkpoint:
+            c = by_id.get(cid)
+            if c is None:
+                raise UnknownArtifact(f"checkpoint {checkpoint.id!r}'s manifest is a delta of {cid!r}, "
+                                      "which is not recorded")
+            return c
+        return whole(checkpoint, {}, get)
+
+    def inputs(self, artifact_id: str) -> tuple[str, ...]:
+        """What an artifact was derived from: its parents, a model turn's whole manifest."""
+        a = self.get(artifact_id)
+        return self.manifest(artifact_id) if a.context is not None and a.type is ArtifactType.MODEL_TURN else a.parents
 
     def independent(self, model_turn_id: str, closure: frozenset[str]) -> bool:
         """A model turn is independent of z when its prompt manifest is disjoint from I(z)."""

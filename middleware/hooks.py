@@ -518,8 +518,12 @@ class UnseeMiddleware(AgentMiddleware):
                 if invalid:
                     attrs["invalid_tool_calls"] = len(invalid)
                 distinct = st.set_manifest(manifest)  # (the next call links what is new since)
-                mt = rec.record(st, ArtifactType.MODEL_TURN, mt_id, record, parents=manifest, distinct=distinct,
-                                source_ids=("model:" + call["model_name"],), attrs=attrs)
+                # stored as what it changed in an earlier turn's (context_delta): O(new) a turn
+                parents, ref = st.turn_contexts.encode(mt_id, manifest if distinct else list(dict.fromkeys(manifest)))
+                mt = rec.record(st, ArtifactType.MODEL_TURN, mt_id, record, parents=parents, distinct=True,
+                                context=ref, source_ids=("model:" + call["model_name"],), attrs=attrs)
+                if ref is not None:  # (the span that holds the base: a reader of this one follows it)
+                    rec.link_later(st, span, (ref.base,))
                 _note_nested_result(st, mt_id)
                 rec.set_attributes_later(st, span, _chat_attributes(ai, bool(calls), mt))
                 rec.set_primary_later(st, span, mt)

@@ -478,8 +478,10 @@ class Recorder(DeferredRecording):
         """Register a checkpoint (metadata only) in its own short span."""
         env_id = self._env_snapshot(st, env)
         seq = st.next_seq()
+        cid = short_id("ckpt", st.session_id, str(seq))
+        manifest, ref = st.checkpoint_contexts.encode(cid, tuple(st.live))
         cp = Checkpoint(
-            id=short_id("ckpt", st.session_id, str(seq)),
+            id=cid,
             session_id=st.session_id,
             kind=kind,
             step=st.step + 1 if step is None else step,
@@ -488,7 +490,8 @@ class Recorder(DeferredRecording):
             token_offset=st.cache_offset if st.cache_offset is not None else st.offset,
             cache_handle=st.cache_handle,
             env_snapshot_id=env_id,
-            prompt_manifest=tuple(st.live),
+            prompt_manifest=manifest,
+            context=ref,
             langgraph_checkpoint_id=langgraph_checkpoint_id,
             langgraph_thread_id=st.session_id if langgraph_checkpoint_id else None,
             created_ns=time.time_ns(),

@@ -41,6 +41,21 @@ OBSERVATION_TYPES = frozenset(
 )
 
 
+class ContextRef(BaseModel):
+    """How a context manifest is stored when it is not stored whole: what it changed in the
+    manifest of an earlier record (its *base*: a model turn's is an earlier model turn, a
+    checkpoint's an earlier checkpoint of the session). The ids it added are the record's own
+    list (a model turn's ``parents``, a checkpoint's ``prompt_manifest``); ``dropped`` are the
+    base's ids it no longer holds; ``at`` the positions of the added ids in the whole manifest
+    (empty: they come after the base's kept ids). ``context_delta.expand`` rebuilds it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    base: str
+    dropped: tuple[str, ...] = ()
+    at: tuple[int, ...] = ()
+
+
 class Artifact(BaseModel):
     """One node of the provenance graph.
 
@@ -49,6 +64,11 @@ class Artifact(BaseModel):
     ``seq`` is the total recording order inside the session; ``step`` is the
     index of the observation the artifact belongs to (observations open a new
     step, derived artifacts take the step of the transition producing them).
+
+    A model turn's parents are its context manifest (what its prompt was built
+    from). ``context`` None: ``parents`` is all of it; else ``parents`` is what
+    it added to its base's (:class:`ContextRef`), and the whole manifest is
+    ``ProvenanceGraph.manifest``.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -68,6 +88,7 @@ class Artifact(BaseModel):
     attrs: dict[str, Any] = Field(default_factory=dict)
     trace_id: str | None = None
     span_id: str | None = None
+    context: ContextRef | None = None
 
     @property
     def is_observation(self) -> bool:
@@ -102,6 +123,9 @@ class Checkpoint(BaseModel):
     cache_handle: str | None = None
     env_snapshot_id: str | None = None
     prompt_manifest: tuple[str, ...] = ()
+    #: None: ``prompt_manifest`` is the whole manifest; else what it added to its base's
+    #: (``ProvenanceGraph.checkpoint_manifest`` gives the whole one)
+    context: ContextRef | None = None
     langgraph_checkpoint_id: str | None = None
     #: the LangGraph thread that checkpoint id lives in (a replay's scratch thread
     #: after a forget was committed; the session's own thread otherwise)

@@ -31,7 +31,7 @@ def to_mermaid(g: ProvenanceGraph, highlight: frozenset[str] = frozenset()) -> s
         left, right = _SHAPES.get(a.type.value, ("[", "]"))
         lines.append(f'  {ids[a.id]}{left}"{a.type.value}<br/>{a.id}<br/>step {a.step}"{right}')
     for a in g:
-        for p in a.parents:
+        for p in g.inputs(a.id):
             if p in ids:
                 lines.append(f"  {ids[p]} --> {ids[a.id]}")
     if highlight:
@@ -48,7 +48,7 @@ def to_dot(g: ProvenanceGraph, highlight: frozenset[str] = frozenset()) -> str:
         style = ', style=filled, fillcolor="#ff8888"' if a.id in highlight else ""
         lines.append(f'  "{a.id}" [label="{a.type.value}\\n{a.id}\\nstep {a.step}"{style}];')
     for a in g:
-        for p in a.parents:
+        for p in g.inputs(a.id):
             if p in g:
                 lines.append(f'  "{p}" -> "{a.id}";')
     lines.append("}")

@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .records import Artifact, ArtifactType, Checkpoint, CheckpointKind
+from .records import Artifact, ArtifactType, Checkpoint, CheckpointKind, ContextRef
 
 # OpenTelemetry GenAI semantic conventions
 GEN_AI_OPERATION = "gen_ai.operation.name"
@@ -70,6 +70,39 @@ KEPT_SCOPES = ("unsee.forget", "unsee.erasure")
 
 A = "unsee.artifact."
 C = "unsee.checkpoint."
+#: a context manifest (a model turn's parents on its ``chat`` span or event, a checkpoint's
+#: prompt manifest on its event) as a delta: the id of the record whose manifest it changed
+#: (a span link points at the span that holds that one), the ids it added, the ids of the
+#: base's it dropped, where the added ones sit when not at the end; or, every
+#: ``context_delta.FULL_EVERY``-th of a chain, ``unsee.context.full``: the whole list
+CONTEXT = "unsee.context."
+CONTEXT_BASE = CONTEXT + "base"
+CONTEXT_ADDED = CONTEXT + "added"
+CONTEXT_DROPPED = CONTEXT + "dropped"
+CONTEXT_AT = CONTEXT + "at"
+CONTEXT_FULL = CONTEXT + "full"
+
+
+def context_attributes(ids: tuple[str, ...], ref: ContextRef | None) -> dict[str, Any]:
+    if ref is None:
+        return {CONTEXT_FULL: list(ids)}
+    out: dict[str, Any] = {CONTEXT_BASE: ref.base, CONTEXT_ADDED: list(ids)}
+    if ref.dropped:
+        out[CONTEXT_DROPPED] = list(ref.dropped)
+    if ref.at:
+        out[CONTEXT_AT] = list(ref.at)
+    return out
+
+
+def context_from_attributes(attrs: Mapping[str, Any]) -> tuple[tuple[str, ...], ContextRef | None] | None:
+    """What :func:`context_attributes` wrote, None when ``attrs`` has neither form."""
+    if CONTEXT_FULL in attrs:
+        return tuple(attrs[CONTEXT_FULL]), None
+    if CONTEXT_BASE in attrs:
+        return tuple(attrs.get(CONTEXT_ADDED, ())), ContextRef(
+            base=str(attrs[CONTEXT_BASE]), dropped=tuple(attrs.get(CONTEXT_DROPPED, ())),
+            at=tuple(int(i) for i in attrs.get(CONTEXT_AT, ())))
+    return None
 
 
 def artifact_attributes(a: Artifact, content: str | None = None) -> dict[str, Any]:
@@ -77,7 +110,6 @@ def artifact_attributes(a: Artifact, content: str | None = None) -> dict[str, An
     out: dict[str, Any] = {
         A + "id": a.id,
         A + "type": a.type.value,
-        A + "parents": list(a.parents),
         A + "source_ids": list(a.source_ids),
         A + "token_span": [a.token_span[0], a.token_span[1]],
         A + "turn": a.turn,
@@ -87,6 +119,10 @@ def artifact_attributes(a: Artifact, content: str | None = None) -> dict[str, An
         A + "content_hash": a.content_hash,
         A + "labels": list(a.labels),
     }
+    if a.type is ArtifactType.MODEL_TURN:  # (its parents are its context manifest)
+        out.update(context_attributes(a.parents, a.context))
+    else:
+        out[A + "parents"] = list(a.parents)
     if a.attrs:
         out[A + "attrs"] = json.dumps(a.attrs, sort_keys=True, default=str)
     if content is not None:
@@ -100,11 +136,13 @@ def artifact_from_attributes(
     if A + "id" not in attrs:
         return None
     span = list(attrs.get(A + "token_span", (0, 0)))
+    parents, ref = context_from_attributes(attrs) or (tuple(attrs.get(A + "parents", ())), None)
     return Artifact(
         id=str(attrs[A + "id"]),
         session_id=session_id,
         type=ArtifactType(attrs[A + "type"]),
-        parents=tuple(attrs.get(A + "parents", ())),
+        parents=parents,
+        context=ref,
         source_ids=tuple(attrs.get(A + "source_ids", ())),
         token_span=(int(span[0]), int(span[1])),
         turn=int(attrs.get(A + "turn", 0)),
@@ -127,8 +165,8 @@ def checkpoint_attributes(c: Checkpoint) -> dict[str, Any]:
         C + "turn": c.turn,
         C + "seq": c.seq,
         C + "token_offset": c.token_offset,
-        C + "prompt_manifest": list(c.prompt_manifest),
         C + "created_ns": c.created_ns,
+        **context_attributes(c.prompt_manifest, c.context),
     }
     for key in ("cache_handle", "env_snapshot_id", "langgraph_checkpoint_id", "langgraph_thread_id"):
         value = getattr(c, key)
@@ -140,6 +178,7 @@ def checkpoint_attributes(c: Checkpoint) -> dict[str, Any]:
 def checkpoint_from_attributes(attrs: Mapping[str, Any], session_id: str) -> Checkpoint | None:
     if C + "id" not in attrs:
         return None
+    manifest, ref = context_from_attributes(attrs) or (tuple(attrs.get(C + "prompt_manifest", ())), None)
     return Checkpoint(
         id=str(attrs[C + "id"]),
         session_id=session_id,
@@ -150,7 +189,8 @@ def checkpoint_from_attributes(attrs: Mapping[str, Any], session_id: str) -> Che
         token_offset=int(attrs[C + "token_offset"]),
         cache_handle=attrs.get(C + "cache_handle"),
         env_snapshot_id=attrs.get(C + "env_snapshot_id"),
-        prompt_manifest=tuple(attrs.get(C + "prompt_manifest", ())),
+        prompt_manifest=manifest,
+        context=ref,
         langgraph_checkpoint_id=attrs.get(C + "langgraph_checkpoint_id"),
         langgraph_thread_id=attrs.get(C + "langgraph_thread_id"),
         created_ns=int(attrs.get(C + "created_ns", 0)),

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import Span, SpanContext, TraceFlags
 
+from .context_delta import Chains
 from .records import Artifact, ArtifactType
 from .tokens import TokenCounter
 
@@ -61,6 +62,12 @@ class SessionState:
     last_manifest: list[str] = field(default_factory=list)
     last_manifest_set: set[str] = field(default_factory=set)
     last_manifest_distinct: bool = True
+    #: the bases the next model turn's and checkpoint's manifests are stored against (a fresh
+    #: state, rebuilt or a replay's, stores its first ones whole: ``context_delta``)
+    turn_contexts: Chains = field(default_factory=Chains)
+    checkpoint_contexts: Chains = field(default_factory=Chains)
+    #: checkpoint id -> the span that holds it, the latest few (a delta's span links to its base's)
+    checkpoint_spans: dict[str, SpanContext] = field(default_factory=dict)
     root: Span | None = None
     #: the provider the session's model calls named (``gen_ai.provider.name``): the next run's
     #: ``invoke_agent`` span has it from its start; the first run's gets it at its first model call

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .records import Artifact, ArtifactType, Checkpoint, CheckpointKind
+from .records import Artifact, ArtifactType, Checkpoint, CheckpointKind, ContextRef
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -188,9 +188,33 @@ CHECKPOINT_COLS = (
 )
 
 
+def manifest_text(ids: tuple[str, ...], ref: ContextRef | None) -> str:
+    """A stored manifest (a model turn's parents, a checkpoint's prompt manifest): a JSON list
+    when whole, else ``{"base", "added", "dropped"?, "at"?}`` (:mod:`.context_delta`)."""
+    if ref is None:
+        return json.dumps(list(ids))
+    d: dict[str, Any] = {"base": ref.base, "added": list(ids)}
+    if ref.dropped:
+        d["dropped"] = list(ref.dropped)
+    if ref.at:
+        d["at"] = list(ref.at)
+    return json.dumps(d)
+
+
+def manifest_of(text: str) -> tuple[tuple[str, ...], ContextRef | None]:
+    """:func:`manifest_text` read back; a record written before deltas existed is a list."""
+    if text == "[]":
+        return (), None
+    v = json.loads(text)
+    if isinstance(v, list):
+        return tuple(v), None
+    return tuple(v["added"]), ContextRef.model_construct(base=v["base"], dropped=tuple(v.get("dropped", ())),
+                                                          at=tuple(v.get("at", ())))
+
+
 def artifact_row(a: Artifact) -> tuple:
     return (
-        a.session_id, a.id, a.seq, a.type.value, json.dumps(list(a.parents)),
+        a.session_id, a.id, a.seq, a.type.value, manifest_text(a.parents, a.context),
         json.dumps(list(a.source_ids)), a.token_span[0], a.token_span[1], a.turn, a.step,
         int(a.committed), a.content_hash, json.dumps(list(a.labels)), json.dumps(a.attrs),
         a.trace_id, a.span_id,
@@ -205,8 +229,9 @@ def artifact_from_row(r: tuple) -> Artifact:
     # Rows are written by artifact_row from validated records, so they are built without
     # validating again (model_construct, every field typed here): reading a long session's
     # artifacts is on the path of every graph, state rebuild and forget.
+    parents, ref = manifest_of(r[4])
     return Artifact.model_construct(
-        session_id=r[0], id=r[1], seq=r[2], type=ArtifactType(r[3]), parents=_strings(r[4]),
+        session_id=r[0], id=r[1], seq=r[2], type=ArtifactType(r[3]), parents=parents, context=ref,
         source_ids=_strings(r[5]), token_span=(r[6], r[7]), turn=r[8], step=r[9],
         committed=bool(r[10]), content_hash=r[11], labels=_strings(r[12]),
         attrs={} if r[13] == "{}" else json.loads(r[13]), trace_id=r[14], span_id=r[15],
@@ -216,15 +241,16 @@ def artifact_from_row(r: tuple) -> Artifact:
 def checkpoint_row(c: Checkpoint) -> tuple:
     return (
         c.session_id, c.id, c.seq, c.kind.value, c.step, c.turn, c.token_offset, c.cache_handle,
-        c.env_snapshot_id, json.dumps(list(c.prompt_manifest)), c.langgraph_checkpoint_id, c.created_ns,
+        c.env_snapshot_id, manifest_text(c.prompt_manifest, c.context), c.langgraph_checkpoint_id, c.created_ns,
         c.langgraph_thread_id,
     )
 
 
 def checkpoint_from_row(r: tuple) -> Checkpoint:
+    manifest, ref = manifest_of(r[9])
     return Checkpoint(
         session_id=r[0], id=r[1], seq=r[2], kind=CheckpointKind(r[3]), step=r[4], turn=r[5],
         token_offset=r[6], cache_handle=r[7], env_snapshot_id=r[8],
-        prompt_manifest=tuple(json.loads(r[9])), langgraph_checkpoint_id=r[10], created_ns=r[11],
+        prompt_manifest=manifest, context=ref, langgraph_checkpoint_id=r[10], created_ns=r[11],
         langgraph_thread_id=r[12],
     )

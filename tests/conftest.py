@@ -193,6 +193,30 @@ def phoenix():
                            grpc=os.environ["UNSEE_TEST_PHOENIX_GRPC"].rstrip("/"))
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _taint_checked_against_whole_manifests():
+    """Every closure the suite computes on a record with context deltas equals the one the
+    same record gives with every manifest whole (``tests/context_reference.py``)."""
+    import functools
+
+    from context_reference import whole_graph
+    from unsee.middleware.graph import ProvenanceGraph
+
+    plain = ProvenanceGraph.taint
+
+    @functools.wraps(plain)
+    def checked(self, hit):
+        got = plain(self, hit)
+        if self.lineage.deltas and not self.lineage.loose:  # (loose: the reference is how it was taken)
+            ref = plain(whole_graph(self), hit)
+            assert got == ref, f"taint from the delta record differs: {sorted(got ^ ref)}"
+        return got
+
+    ProvenanceGraph.taint = checked
+    yield
+    ProvenanceGraph.taint = plain
+
+
 @pytest.fixture(autouse=True)
 def _store_under_test(monkeypatch):
     """``UNSEE_TEST_STORE=postgres`` runs a suite with its unsee stores on PostgreSQL: every

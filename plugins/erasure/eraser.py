@@ -50,14 +50,14 @@ from typing import Any
 from unsee.middleware.errors import InvalidArgument, SessionNotFound, UnseeError
 from unsee.middleware.faults import fault_point
 
-from .errors import ErasureInterrupted, NotForgotten
+from .errors import ErasureInterrupted, NotForgotten, ReceiptInvalid
 from .forms import target_forms
 from .history import implemented
 from .journal import Journal
 from .owners import attribute_sqlite
 from .ports import ErasureContext
-from .receipt import (Receipt, RouteReceipt, SigningKey, receipts_in, save_receipt, sign_receipt, stored_receipts,
-                      trusted_key, verify_signature, write_receipt)
+from .receipt import (Receipt, RouteReceipt, SigningKey, read_receipt, receipts_in, save_receipt, sign_receipt,
+                      stored_receipt, stored_receipts, trusted_key, verify_signature, write_receipt)
 from .shared import shared_db
 from .routes import Route, RouteAudit, Scope, prefetch_byte_scans
 from .routes_builtin import build_routes
@@ -392,6 +392,15 @@ class Eraser:
                     and receipt.subject is None and verify_signature(receipt, trusted_public_pem=pinned))
 
         db = shared_db(self.ctx.records)
+        if event_id in forgets:  # (its own receipt only: one read, however many the home holds)
+            path = folder / f"{event_id}.json"
+            try:
+                mine = stored_receipt(db, event_id) if db is not None else None
+                if mine is None and path.is_file():
+                    mine = read_receipt(path)
+            except (OSError, ReceiptInvalid):  # (unreadable: none to stand on, a new one is written)
+                mine = None
+            return None, [(path, mine)] if mine is not None and ours(mine) else []
         everywhere = [(folder / f"{r.event_id}.json", r) for r in stored_receipts(db, [scope.session])] \
             if db is not None else []
         held = {r.event_id for _, r in everywhere}

@@ -203,7 +203,7 @@ def recorded_turn(g: ProvenanceGraph, mt: Artifact, closure: frozenset[str], ent
     calls.sort(key=lambda x: x[0])
     prompt = None
     if mt.id not in closure:  # (a turn in I(z) is never answered from the record: no prompt to compare)
-        parents = [g.get(p) if p in g else None for p in mt.parents]
+        parents = [g.get(p) if p in g else None for p in g.manifest(mt.id)]
         prompt = None if None in parents else tuple((a.id, a.content_hash) for a in parents)
     return RecordedTurn(mt.id, mt.attrs.get("message_id"), text, tuple(c for _, c in calls),
                         mt.id in closure, mt.turn, mt.seq, prompt)
@@ -217,7 +217,9 @@ def fork_point(g: ProvenanceGraph, tau: int, available: Callable[[Checkpoint], b
     cands = [c for c in g.checkpoints if c.step <= tau and c.kind in TURN_BOUNDARY]
     for c in reversed(cands):
         if available is None or not c.langgraph_checkpoint_id or available(c):
-            return c
+            # (its manifest whole: what the fork keeps; a stored delta is rebuilt once, here)
+            return c if c.context is None else c.model_copy(
+                update={"prompt_manifest": g.checkpoint_manifest(c), "context": None})
     return None
 
 

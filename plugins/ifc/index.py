@@ -54,7 +54,7 @@ def unvetted_sources(graph: Any, artifact_ids: Iterable[str]) -> list[str]:
         if aid in seen:
             continue
         seen.add(aid)
-        stack.extend(p for p in graph.get(aid).parents if p in graph and p not in seen)
+        stack.extend(p for p in graph.inputs(aid) if p in graph and p not in seen)
     found = [graph.get(i) for i in seen]
     # a return whose tool never ran (an IFC block, a replay deferral) is unsee's own text about the
     # call, not an observation of the world: vetting it would launder what the call carried

@@ -93,6 +93,12 @@ def own_labels(
     return frozenset(labels)
 
 
+def inputs_of(graph: ProvenanceGraph, a: Artifact) -> tuple[str, ...]:
+    """What ``a``'s labels flow from: its parents, a model turn's whole context manifest (stored
+    as a delta of an earlier turn's, ``ProvenanceGraph.manifest`` rebuilds it)."""
+    return a.parents if a.context is None else graph.inputs(a.id)
+
+
 def label_graph(
     graph: ProvenanceGraph,
     trusted_sources: Iterable[str] = (),
@@ -125,7 +131,7 @@ def label_graph(
     own: dict[str, frozenset[str]] = {}
     present: dict[str, tuple[str, ...]] = {}
     for a in artifacts:
-        present[a.id] = tuple(p for p in a.parents if p in graph)
+        present[a.id] = tuple(p for p in inputs_of(graph, a) if p in graph)
         own[a.id] = own_labels(a, trusted_sources, revoked, has_parents=bool(present[a.id]), endorsed=endorsed)
     flows: dict[str, frozenset[str]] = {}
     # Parents are recorded before children, so one pass in seq order suffices;
@@ -272,7 +278,7 @@ class LabelTable:
         for i, a in enumerate(new, first):
             if a.id in self._missing:
                 return False  # a parent recorded after an artifact naming it: earlier labels change
-            present = tuple(j for j in (position(p) for p in a.parents) if j is not None)
+            present = tuple(j for j in (position(p) for p in inputs_of(graph, a)) if j is not None)
             if any(j >= i for j in present):
                 return False  # a parent later than its child (or itself): settled by the fixpoint
             rows.append((i, a, present))
@@ -281,14 +287,14 @@ class LabelTable:
             self._flow.append(0)
             self._flow[i] = self._flow_of(i, a, present)
             self.masks.append(self._final(i))
-            self._missing.update(p for p in a.parents if position(p) is None)
+            self._missing.update(p for p in inputs_of(graph, a) if position(p) is None)
         self._len = len(graph)
         return True
 
     def _full(self, graph: ProvenanceGraph) -> None:
         arts = graph.tail(0)
         position = graph.position
-        present = [tuple(j for j in (position(p) for p in a.parents) if j is not None) for a in arts]
+        present = [tuple(j for j in (position(p) for p in inputs_of(graph, a)) if j is not None) for a in arts]
         self._own = [self._own_mask(a, bool(p)) for a, p in zip(arts, present)]
         self._flow = [0] * len(arts)
         forward = any(j >= i for i, ps in enumerate(present) for j in ps)
@@ -305,7 +311,7 @@ class LabelTable:
             if not (forward and changed):
                 break
         self.masks = [self._final(i) for i in range(len(arts))]
-        self._missing = {p for a in arts for p in a.parents if position(p) is None}
+        self._missing = {p for a in arts for p in inputs_of(graph, a) if position(p) is None}
         self._lineage = weakref.ref(graph.lineage)
         self._len = len(graph)
         self.relabels += 1

@@ -22,6 +22,8 @@ from typing import Any, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from unsee.middleware.context_delta import expand
+
 from .errors import UnknownEvent, ViewError
 
 #: the artifact fields a sketch keeps (never content, content hash or labels' values beyond names)
@@ -81,20 +83,26 @@ def _sketch(a: Any) -> dict[str, Any]:
 
 
 def _sketches(graph: Iterable[Any]) -> list[dict[str, Any]]:
-    """The graph's artifact sketches, a model turn's parents stored as what they add to an
-    earlier sketch's (``parents_base``: its id) when those are a prefix of them. A model turn's
-    parents are its whole prompt manifest, so a long session's full lists are O(turns²) ids
-    (12 MB of JSON at 400 turns); the added ones are O(turns). :func:`expand_sketches` undoes it."""
+    """The graph's artifact sketches, a model turn's parents as its record stores them: what they
+    change in an earlier turn's (``context``, ``context_delta``), or, for a turn recorded whole
+    (a home recorded before deltas), what they add to an earlier sketch's (``parents_base``: its
+    id) when those are a prefix of them. Whole lists would be O(turns²) ids (12 MB of JSON at
+    400 turns); the deltas are O(turns). :func:`expand_sketches` undoes both."""
     out: list[dict[str, Any]] = []
     prev: tuple[str, tuple[str, ...]] | None = None  # (id, parents) of the last sketch with parents
     for a in graph:
         parents = a.parents
-        n = len(prev[1]) if prev is not None else 0
-        based = 0 < n < len(parents) and parents[n - 1] == prev[1][-1] and parents[:n] == prev[1]
-        d = {"id": a.id, "type": a.type.value, "parents": list(parents[n:] if based else parents),
+        d = {"id": a.id, "type": a.type.value, "parents": list(parents),
              "source_ids": list(a.source_ids), "token_span": list(a.token_span), "turn": a.turn, "step": a.step,
              "committed": a.committed}
+        if a.context is not None:  # (recorded as a delta: kept so, ``context`` as the record's)
+            d["context"] = a.context.model_dump(mode="json")
+            out.append(d)
+            continue
+        n = len(prev[1]) if prev is not None else 0
+        based = 0 < n < len(parents) and parents[n - 1] == prev[1][-1] and parents[:n] == prev[1]
         if based:
+            d["parents"] = list(parents[n:])
             d["parents_base"] = prev[0]
         if len(parents) > 1:
             prev = (a.id, parents)
@@ -105,15 +113,20 @@ def _sketches(graph: Iterable[Any]) -> list[dict[str, Any]]:
 def expand_sketches(sketches: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Sketches with their full parent lists (``parents_base`` resolved; a record written before
     it existed has none, and comes back unchanged)."""
-    if not any("parents_base" in d for d in sketches):
+    if not any("parents_base" in d or "context" in d for d in sketches):
         return sketches
     full: dict[str, list[str]] = {}
     out = []
     for d in sketches:
         base = d.get("parents_base")
+        ctx = d.get("context")
         if base is not None:
             d = {k: v for k, v in d.items() if k != "parents_base"}
             d["parents"] = full.get(base, []) + list(d.get("parents", []))
+        elif ctx is not None:
+            d = {k: v for k, v in d.items() if k != "context"}
+            d["parents"] = list(expand(full.get(ctx["base"], []), d.get("parents", []), ctx.get("dropped", ()),
+                                       ctx.get("at", ())))
         full[d["id"]] = d.get("parents", [])
         out.append(d)
     return out

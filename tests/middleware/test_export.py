@@ -177,20 +177,27 @@ async def test_otlp_export_reaches_receiver_with_parents_links_and_attributes(re
     assert any(e["unsee.artifact.id"] == call.id and e["unsee.artifact.type"] == "tool_call" for e in events)
 
     # the chat span that consumed the tool return links to the tool span
-    consumer = next(a for a in g.of_type(ArtifactType.MODEL_TURN) if tr.id in a.parents)
+    consumer = next(a for a in g.of_type(ArtifactType.MODEL_TURN) if tr.id in g.manifest(a.id))
+    manifest = g.manifest(consumer.id)
     chat = spans[by_artifact(rows, consumer.id).span_id]
     chat_attrs = proto_attrs(chat.attributes)
     assert chat_attrs["gen_ai.operation.name"] == "chat"
-    assert chat_attrs["gen_ai.provider.name"] == "scripted"
     assert chat_attrs["unsee.artifact.id"] == consumer.id
-    assert chat_attrs["unsee.artifact.parents"] == list(consumer.parents)
+    assert chat_attrs["gen_ai.provider.name"] == "scripted"
+    # its context manifest: whole, or what it changed in an earlier turn's (its base)
+    if consumer.context is None:
+        assert chat_attrs["unsee.context.full"] == list(manifest)
+    else:
+        assert chat_attrs["unsee.context.base"] == consumer.context.base
+        assert chat_attrs["unsee.context.added"] == list(consumer.parents)
+    assert "unsee.artifact.parents" not in chat_attrs
     chat_links = {proto_attrs(ln.attributes)["unsee.link.artifact"]: ln for ln in chat.links}
     assert chat_links[tr.id].span_id == tool_span.span_id
     assert chat_links[tr.id].trace_id == tool_span.trace_id
     # links cover what is new in the prompt since the previous model call (the previous turn
-    # links the rest); the full manifest is the unsee.artifact.parents attribute
-    assert set(chat_links) <= set(consumer.parents)
-    previous_turn = [p for p in consumer.parents if p.startswith("mt-")]
+    # links the rest) and the span of the delta's base
+    assert set(chat_links) <= set(manifest) | ({consumer.context.base} if consumer.context else set())
+    previous_turn = [p for p in manifest if p.startswith("mt-")]
     assert previous_turn and set(previous_turn) <= set(chat_links)
 
     # turn 2's chat links back across traces to turn 1's spans
@@ -294,7 +301,8 @@ def test_jaeger_json_structure(recorded, tmp_path):
     tags = {t["key"]: t for t in chat["tags"]}
     assert tags["unsee.artifact.id"]["value"] == consumer.id
     # provenance edges are readable from tags too (Jaeger's graph does not draw links)
-    assert json.loads(tags["unsee.artifact.parents"]["value"]) == list(consumer.parents)
+    added = "unsee.context.full" if consumer.context is None else "unsee.context.added"
+    assert json.loads(tags[added]["value"]) == list(consumer.parents)
     assert tags["gen_ai.operation.name"] == {"key": "gen_ai.operation.name", "type": "string", "value": "chat"}
     assert tags["unsee.turn"]["type"] == "int64"
     assert tags["unsee.artifact.committed"]["type"] == "bool"

@@ -315,7 +315,10 @@ def test_spans_follow_genai_conventions(tmp_path):
     # the second chat span links to the tool span that produced its input, and says so in an attribute
     second = chat[1]
     assert t.context.span_id in {l.context.span_id for l in second.links}
-    assert t.attributes["unsee.artifact.id"] in second.attributes["unsee.artifact.parents"]
+    # (its context manifest: what it added to the first turn's, which it names as its base)
+    assert t.attributes["unsee.artifact.id"] in second.attributes["unsee.context.added"]
+    assert second.attributes["unsee.context.base"] == chat[0].attributes["unsee.artifact.id"]
+    assert chat[0].context.span_id in {l.context.span_id for l in second.links}
     # no payload text on any span by default
     for s in spans:
         blob = repr(dict(s.attributes)) + repr([dict(e.attributes) for e in s.events])

@@ -142,9 +142,13 @@ def test_a_failing_task_marks_the_session_incomplete(u):
     assert info.incomplete and info.failures >= 1
 
 
-def test_a_turn_costs_the_same_python_work_at_any_length_of_thread(u):
+def test_a_turn_costs_the_same_python_work_at_any_length_of_thread(u, monkeypatch):
     """Per turn, the messages mapped one by one, the recording tasks and the span links do not
-    grow with the thread (they did: every model call mapped and hashed the whole history)."""
+    grow with the thread (they did: every model call mapped and hashed the whole history).
+    (Every manifest a delta: the one stored whole every FULL_EVERY has no base to link.)"""
+    from unsee.middleware import context_delta
+
+    monkeypatch.setattr(context_delta, "FULL_EVERY", 10**9)
     agent = make_agent(u, InMemorySaver())
     cfg = {"configurable": {"thread_id": "long"}}
     links = []
