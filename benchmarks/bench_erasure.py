@@ -49,33 +49,44 @@ def delta_state(snapshot_frequency: int | None = None) -> type:
     return DeltaState
 
 
-def _agent(home: Path, state_schema: type | None = None):
-    """(u, agent, conn): bench's support agent on a file ``SqliteSaver`` in ``home``; its
-    ``lookup`` tool returns the secret for ticket T-SECRET. ``state_schema``: e.g. :func:`delta_state`."""
-    from langchain.agents import create_agent
+def lookup_text(ticket: str) -> str:
+    """The ``lookup`` tool's answer: the secret for ticket T-SECRET."""
+    return f"ticket {ticket}: card {SECRET} on file" if ticket == "T-SECRET" else f"ticket {ticket}: ok"
+
+
+def support_policy(messages, tools):
+    """The scripted support model: look up the ticket a user message names, then note the result."""
     from langchain_core.messages import AIMessage, ToolMessage
+
+    from unsee.plugins.model import call_id
+
+    last = messages[-1]
+    if isinstance(last, ToolMessage):
+        return AIMessage(content=f"Noted: {last.content}")
+    return AIMessage(content="", tool_calls=[{"name": "lookup", "args": {"ticket": str(last.content).split()[-1]},
+                                              "id": call_id(messages), "type": "tool_call"}])
+
+
+def _agent(home: Path, state_schema: type | None = None, middleware: tuple = ()):
+    """(u, agent, conn): bench's support agent on a file ``SqliteSaver`` in ``home``; its
+    ``lookup`` tool returns the secret for ticket T-SECRET. ``state_schema``: e.g. :func:`delta_state`;
+    ``middleware``: more middleware after unsee's (e.g. a ``SummarizationMiddleware``)."""
+    from langchain.agents import create_agent
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     from unsee import Unsee
-    from unsee.plugins.model import ScriptedChatModel, call_id
+    from unsee.plugins.model import ScriptedChatModel
 
     u = Unsee(home=home)
 
     @u.tool(effect="read")
     def lookup(ticket: str) -> str:
         """Look up a ticket."""
-        return f"ticket {ticket}: card {SECRET} on file" if ticket == "T-SECRET" else f"ticket {ticket}: ok"
-
-    def policy(messages, tools):
-        last = messages[-1]
-        if isinstance(last, ToolMessage):
-            return AIMessage(content=f"Noted: {last.content}")
-        return AIMessage(content="", tool_calls=[{"name": "lookup", "args": {"ticket": str(last.content).split()[-1]},
-                                                  "id": call_id(messages), "type": "tool_call"}])
+        return lookup_text(ticket)
 
     conn = sqlite3.connect(home / "langgraph.sqlite", check_same_thread=False)
-    agent = create_agent(ScriptedChatModel(policy=policy), [lookup], system_prompt="You are support.",
-                         middleware=[u.middleware()], checkpointer=SqliteSaver(conn),
+    agent = create_agent(ScriptedChatModel(policy=support_policy), [lookup], system_prompt="You are support.",
+                         middleware=[u.middleware(), *middleware], checkpointer=SqliteSaver(conn),
                          **({"state_schema": state_schema} if state_schema is not None else {}))
     return u, agent, conn
 

@@ -49,7 +49,9 @@ threads together, which charges a layer's background threads to it wherever
 they ran and does not count waiting for a core, so it is the steadier figure
 on a loaded machine. With the 50 ms model the CPU figure is the added CPU over
 bare's wall time: the latency the added work costs if none of it overlaps the
-model's wait.
+model's wait. A third figure per block is the agent's path: the wall clock
+until its last turn returned, the flush left out (what the agent itself waits
+for; background work a layer still had to do then is not in it).
 
 "Payload on spans": one more turn whose user message carries a marker; does
 any span the layer emits contain it? For unsee: the spans on its tracer
@@ -70,7 +72,10 @@ window, so work done between turns is still charged).
 
 Targets are ratios from this one run, printed for both clocks:
 
-- fresh threads: unsee's added ms/step <= the lightest peer's;
+- fresh threads: unsee's added ms/step <= the lightest peer's (the recording
+  with its background work and flush: wall and CPU; and the agent's path);
+- the long thread and, with ``--slow-peers``, the 50 ms model: the same
+  comparison, on the three figures;
 - 50 ms model: unsee <= +2 % per step (fresh threads and the long thread);
 - 400-turn thread: unsee's added ms/turn, last 20 / first 20 <= 1.5.
 
@@ -333,8 +338,13 @@ def lockstep_history(layers: list[str], turns: int, block: int, langsmith_url: s
 KINDS = ("fresh", "long", "slow_fresh", "slow_long")
 
 
+#: wall: the block and its flush; cpu: the process's CPU over the same; path: the agent's path, the
+#: wall clock until the block's last turn returned (the flush, and background work still due, left out)
+CLOCKS = ("wall", "cpu", "path")
+
+
 def _key(kind: str, clock: str) -> str:
-    return f"{kind}_s_step" if clock == "wall" else f"{kind}_cpu_s_step"
+    return {"wall": f"{kind}_s_step", "cpu": f"{kind}_cpu_s_step", "path": f"{kind}_path_s_step"}[clock]
 
 
 def _med(xs: list[float]) -> float | None:
@@ -356,7 +366,7 @@ def summarise(res: dict[int, dict[str, dict]], layers: list[str], hist: dict[str
     model's % per step: wall, the per-round ratio to bare; CPU, the per-round added CPU over
     bare's wall time (the latency the added work costs if it is on the critical path)."""
     s: dict = {}
-    for clock in ("wall", "cpu"):
+    for clock in CLOCKS:
         c: dict = {}
         for layer in layers:
             row: dict = {}
@@ -409,6 +419,23 @@ def _verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
 
+def _lightest(s: dict, peers: list[str], kind: str, clocks: tuple[str, ...]) -> str:
+    """unsee's added ms/step against the lightest peer's, per clock, with the verdict."""
+    parts = []
+    for clock in clocks:
+        c = s[clock]
+        have = [p for p in peers if c[p][kind + "_added"] is not None]
+        ua = c["unsee"][kind + "_added"]
+        if ua is None or not have:
+            parts.append(f"{clock}: n/a")
+            continue
+        light = min(have, key=lambda p: c[p][kind + "_added"])
+        la = c[light][kind + "_added"]
+        ratio = f"{ua / la:.2f}x" if la > 0 else "n/a (the peer added nothing measurable)"
+        parts.append(f"{clock}: unsee {ua:+.2f} vs {light} {la:+.2f} ms/step = {ratio} {_verdict(ua <= la)}")
+    return "  |  ".join(parts)
+
+
 def print_report(s: dict, layers: list[str], skipped: list[str], payload: dict, notes: list[str], args,
                  hist_turns: int) -> None:
     print(f"\nA turn = one agent.invoke (user -> model: tool call -> tool -> model: reply) = 3 steps; "
@@ -425,6 +452,13 @@ def print_report(s: dict, layers: list[str], skipped: list[str], payload: dict, 
     print(f"\n{args.slow_ms:.0f} ms model, wall ms/step (fresh / long): " + ";  ".join(
         f"{layer} {_f(w[layer]['slow_fresh'])} / {_f(w[layer]['slow_long'])}" for layer in layers
         if w[layer]["slow_fresh"] is not None) + ("" if args.slow_peers else "  (peers: --slow-peers)"))
+    pth = s["path"]
+    print("the agent's path (the turns until the last returned; the layer's flush left out), ms/step fresh / "
+          f"{args.long}-turn (added): " + ";  ".join(
+              f"{layer} {_f(pth[layer]['fresh'])} / {_f(pth[layer]['long'])}"
+              + ("" if layer == "bare" else f" ({_f(pth[layer]['fresh_added'], '{:+.2f}')} / "
+                                            f"{_f(pth[layer]['long_added'], '{:+.2f}')})")
+              for layer in layers if pth[layer]["fresh"] is not None))
     if "unsee" in w:
         for clock in ("wall", "cpu"):
             rr = s[clock]["unsee"]["fresh_added_rounds"]
@@ -447,7 +481,7 @@ def print_report(s: dict, layers: list[str], skipped: list[str], payload: dict, 
     for n in notes:
         print(f"note: {n}")
 
-    print("\ntargets (ratios within this run; wall clock | process CPU):")
+    print("\ntargets (ratios within this run; wall clock | process CPU | path: the agent's path):")
     u = {clock: s[clock].get("unsee") for clock in ("wall", "cpu")}
     peers = [p for p in layers if p in PEERS and s["wall"][p]["fresh_added"] is not None]
     if u["wall"] and u["wall"]["fresh_added"] is not None and peers:
@@ -470,6 +504,14 @@ def print_report(s: dict, layers: list[str], skipped: list[str], payload: dict, 
                              f"{clock}: {v:+.2f} % {_verdict(v <= SLOW_TARGET * 100)}")
             print(f"  {args.slow_ms:.0f} ms model, {what}, unsee <= +{SLOW_TARGET * 100:.0f} % per step:  "
                   + "  |  ".join(parts))
+    if u["wall"] and peers:
+        print("  fresh threads, the agent's path (the turns until the last returned; flush left out), unsee added "
+              "<= lightest peer's:  " + _lightest(s, peers, "fresh", ("path",)))
+        print(f"  {args.long}-turn thread, unsee added <= lightest peer's:  " + _lightest(s, peers, "long", CLOCKS))
+        for kind, what in (("slow_fresh", "fresh threads"), ("slow_long", f"{args.slow_long}-turn thread")):
+            print(f"  {args.slow_ms:.0f} ms model, {what}, unsee added <= lightest peer's:  "
+                  + (_lightest(s, peers, kind, CLOCKS) if args.slow_peers else
+                     "n/a (the peers ran without the slow model: --slow-peers)"))
     ref = {clock: s[clock].get(REFERENCE) for clock in ("wall", "cpu")}
     if ref["wall"] and ref["wall"]["fresh_added"] is not None:
         print("  reference, what a middleware with before_agent/after_agent hooks pays before recording "

@@ -6,9 +6,11 @@ The tracing layers patch LangChain process-wide (OpenInference and Traceloop
 wrap the callback manager, LangSmith is switched on by environment variables),
 so each (layer, round) runs in a fresh interpreter. The spec says which layer
 and which measurements; the results go to ``out.json`` as JSON (seconds per
-step / per turn, wall clock and process CPU time; the parent turns them into
-ms). For the 400-turn thread the parent keeps two of these alive and hands out
-the turns one at a time over stdin/stdout ("ready"/"ok" lines, "go" back).
+step / per turn, wall clock, process CPU time and the agent's path: the wall
+clock until the block's last turn returned, its flush left out; the parent
+turns them into ms). For the 400-turn thread the parent keeps two of these
+alive and hands out the turns one at a time over stdin/stdout ("ready"/"ok"
+lines, "go" back).
 
 Every measured block ends with the layer's own flush *inside* the timed
 region: ``u.flush()`` for unsee (tracer provider + store writer), the
@@ -296,8 +298,10 @@ def make_layer(name: str, spec: dict) -> Layer:
 
 
 # -- the measurements ---------------------------------------------------------------
-def _block(layer: Layer, n: int, say: Callable[[int], None]) -> tuple[float, float]:
-    """(wall seconds, process CPU seconds) for n turns plus the layer's flush (inside the timed region).
+def _block(layer: Layer, n: int, say: Callable[[int], None]) -> tuple[float, float, float]:
+    """(wall seconds, process CPU seconds) for n turns plus the layer's flush (inside the timed region),
+    and the agent's path: wall seconds until the last turn returned (the flush, and whatever the
+    layer's background threads still had to do then, left out).
 
     Process CPU time counts every thread of the process: a layer's background writer or
     exporter thread is charged to it wherever it ran, and time spent waiting for a core
@@ -307,20 +311,21 @@ def _block(layer: Layer, n: int, say: Callable[[int], None]) -> tuple[float, flo
     t0, c0 = time.perf_counter(), time.process_time()
     for i in range(n):
         say(i)
+    path = time.perf_counter() - t0
     layer.flush()
-    return time.perf_counter() - t0, time.process_time() - c0
+    return time.perf_counter() - t0, time.process_time() - c0, path
 
 
-def fresh_threads(layer: Layer, agent, n: int, tag: str) -> tuple[float, float]:
-    """n fresh threads, one turn each: (wall, CPU) seconds per step."""
-    w, c = _block(layer, n, lambda i: _say(agent, f"{tag}-{i}", f"please look up ticket T-{i}"))
-    return w / (n * STEPS_PER_TURN), c / (n * STEPS_PER_TURN)
+def fresh_threads(layer: Layer, agent, n: int, tag: str) -> tuple[float, float, float]:
+    """n fresh threads, one turn each: (wall, CPU, the agent's path) seconds per step."""
+    w, c, p = _block(layer, n, lambda i: _say(agent, f"{tag}-{i}", f"please look up ticket T-{i}"))
+    return w / (n * STEPS_PER_TURN), c / (n * STEPS_PER_TURN), p / (n * STEPS_PER_TURN)
 
 
-def one_thread(layer: Layer, agent, n: int, tag: str) -> tuple[float, float]:
-    """One thread of n turns: (wall, CPU) seconds per step."""
-    w, c = _block(layer, n, lambda i: _say(agent, tag, f"please look up ticket T-{i}"))
-    return w / (n * STEPS_PER_TURN), c / (n * STEPS_PER_TURN)
+def one_thread(layer: Layer, agent, n: int, tag: str) -> tuple[float, float, float]:
+    """One thread of n turns: (wall, CPU, the agent's path) seconds per step."""
+    w, c, p = _block(layer, n, lambda i: _say(agent, tag, f"please look up ticket T-{i}"))
+    return w / (n * STEPS_PER_TURN), c / (n * STEPS_PER_TURN), p / (n * STEPS_PER_TURN)
 
 
 def history(layer: Layer, agent, turns: int, block: int, go: Callable[[], None] = lambda: None) -> dict:
@@ -394,16 +399,18 @@ def run(spec: dict) -> dict:
             for i in range(spec.get("warmup", 10)):
                 _say(warm, f"warm-{i}", f"please look up ticket W-{i}")
             layer.flush()
-            out["fresh_s_step"], out["fresh_cpu_s_step"] = fresh_threads(layer, _agent(mw), spec["fresh"], "fresh")
-            out["long_s_step"], out["long_cpu_s_step"] = one_thread(layer, _agent(mw), spec["long"], "long")
+            out["fresh_s_step"], out["fresh_cpu_s_step"], out["fresh_path_s_step"] = fresh_threads(
+                layer, _agent(mw), spec["fresh"], "fresh")
+            out["long_s_step"], out["long_cpu_s_step"], out["long_path_s_step"] = one_thread(
+                layer, _agent(mw), spec["long"], "long")
             if spec.get("slow_fresh"):
                 slow_s = spec["slow_ms"] / 1e3
                 warm = _agent(mw, slow_s)
                 for i in range(2):
                     _say(warm, f"slow-warm-{i}", f"please look up ticket W-{i}")
-                out["slow_fresh_s_step"], out["slow_fresh_cpu_s_step"] = fresh_threads(
+                out["slow_fresh_s_step"], out["slow_fresh_cpu_s_step"], out["slow_fresh_path_s_step"] = fresh_threads(
                     layer, _agent(mw, slow_s), spec["slow_fresh"], "slow")
-                out["slow_long_s_step"], out["slow_long_cpu_s_step"] = one_thread(
+                out["slow_long_s_step"], out["slow_long_cpu_s_step"], out["slow_long_path_s_step"] = one_thread(
                     layer, _agent(mw, slow_s), spec["slow_long"], "slow-long")
         out["info"] = layer.info()
         if spec.get("payload"):

@@ -22,10 +22,14 @@ from typing import Any
 from .errors import UnknownArtifact
 from .records import Artifact, ContextRef
 
-#: a chain's manifests stored whole every this many (measured: docs/provenance.md). The size
-#: of a session's record is about (whole manifests) / FULL_EVERY; a reader rebuilds at most
-#: this many deltas for one manifest
-FULL_EVERY = 32
+#: a chain's manifests stored whole at least every this many: a reader rebuilds one manifest
+#: from at most this many records (measured: docs/provenance.md)
+FULL_EVERY = 256
+#: and whenever the ids its deltas hold since the last whole one reach this share of a whole
+#: one: whole manifests then take at most about as much room as the deltas (the record stays
+#: linear in the session's length, where a fixed interval alone leaves (length)² / interval),
+#: and a rebuild reads at most about twice a whole manifest
+WHOLE_AFTER = 1.0
 #: chains one session keeps at once: agents on one thread (a supervisor and its workers, a
 #: subagent) each build their prompts from their own context; each gets its chain
 MAX_CHAINS = 8
@@ -69,10 +73,11 @@ def expand(base: Sequence[str], added: Sequence[str], dropped: Sequence[str] = (
 
 
 class _Chain:
-    __slots__ = ("head", "ids", "length")
+    __slots__ = ("head", "ids", "length", "carried")
 
-    def __init__(self, head: str, ids: tuple[str, ...], length: int = 0):
-        self.head, self.ids, self.length = head, ids, length
+    def __init__(self, head: str, ids: tuple[str, ...], length: int = 0, carried: int = 0):
+        #: the latest record, its whole manifest, deltas since the last whole one, the ids they hold
+        self.head, self.ids, self.length, self.carried = head, ids, length, carried
 
 
 class Chains:
@@ -101,7 +106,8 @@ class Chains:
         if chain is not None and chain.length + 1 < self.full_every:
             d = diff(chain.ids, ids)
             # a delta as long as the manifest saves nothing: stored whole, and a new chain starts
-            if d is not None and len(d[0]) + len(d[1]) < max(1, len(ids)):
+            size = len(d[0]) + len(d[1]) + len(d[2]) if d is not None else 0
+            if d is not None and size < max(1, len(ids)) and chain.carried + size < WHOLE_AFTER * max(1, len(ids)):
                 added, dropped, at = d
                 out = (added, ContextRef(base=chain.head, dropped=dropped, at=at))
         if out[1] is None:
@@ -109,7 +115,7 @@ class Chains:
             if len(self._by_first) >= MAX_CHAINS and key not in self._by_first:
                 self._by_first.pop(next(iter(self._by_first)))
         else:
-            chain = _Chain(record_id, ids, chain.length + 1)
+            chain = _Chain(record_id, ids, chain.length + 1, chain.carried + size)
         self._by_first[key] = chain
         self._latest = chain
         return out
@@ -147,11 +153,17 @@ def whole(rec: Any, cache: dict[str, tuple[str, ...]], get: Callable[[str], Any]
         chain.append(cur)
         if len(chain) > 100_000:  # (a cycle: records are never written so)
             raise UnknownArtifact(f"{rec.id!r}'s context manifest has no base stored whole")
-    for r in reversed(chain):
-        ids = expand(ids, _own(r), r.context.dropped, r.context.at)
-        if len(cache) >= 64:
-            del cache[next(iter(cache))]
-        cache[r.id] = ids
+    out = list(ids)
+    for r in reversed(chain):  # (an append extends the list: O(its ids); a drop or a placement rebuilds it)
+        ref = r.context
+        if ref.dropped or ref.at:
+            out = list(expand(out, _own(r), ref.dropped, ref.at))
+        else:
+            out.extend(_own(r))
+    ids = tuple(out)
+    if len(cache) >= 64:  # (the one asked for: a run read in order finds its base here)
+        del cache[next(iter(cache))]
+    cache[rec.id] = ids
     return ids
 
 

@@ -115,6 +115,9 @@ def connect(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
+    # The WAL is cut back to 4 MB after each checkpoint, not left at its largest size: a long
+    # session's record is then the size of what it holds
+    conn.execute("PRAGMA journal_size_limit=4194304")
     # Deleted records are overwritten with zeros, not left in free pages (erasure; docs/erasure.md).
     conn.execute("PRAGMA secure_delete=ON")
     return conn

@@ -62,8 +62,10 @@ def test_rows_and_spans_carry_the_delta_and_old_records_read_as_whole():
     ref = Chains().encode("m0", ["s", "a"])  # whole
     assert manifest_of(manifest_text(*ref)) == ((("s", "a")), None)
     ch = Chains()
-    ch.encode("m0", ["s", "a", "b"])
-    added, r = ch.encode("m1", ["s", "sum", "b", "c"])
+    kept = [f"k{i}" for i in range(10)]
+    ch.encode("m0", ["s", "a", "b", *kept])
+    added, r = ch.encode("m1", ["s", "sum", *kept, "c"])  # (a compaction: a summary where a and b were)
+    assert r is not None and r.dropped == ("a", "b") and r.at == (1, 12)
     assert manifest_of(manifest_text(added, r)) == (added, r)
     a = Artifact(id="m1", session_id="x", type=ArtifactType.MODEL_TURN, parents=added, context=r, seq=3)
     assert artifact_from_row(artifact_row(a)) == a
@@ -210,3 +212,21 @@ def test_full_every_bounds_the_records_a_reader_follows(monkeypatch):
             cur, hops = g.get(cur.context.base), hops + 1
         assert hops < 5
     assert context_delta.FULL_EVERY >= 2
+
+
+def test_a_long_chain_stores_about_as_many_ids_whole_as_in_deltas():
+    """The record grows with the session: whole manifests are stored once the deltas since the
+    last hold as many ids (so they take about the deltas' room), and at least every
+    ``FULL_EVERY`` records (what bounds a reader; past ``FULL_EVERY`` turns of a chain that is a
+    (length)² / FULL_EVERY term, under the deltas' size up to about a thousand turns)."""
+    def stored(turns: int) -> tuple[int, int]:
+        ch, whole, delta = Chains(), 0, 0
+        for t in range(turns):
+            ids, ref = ch.encode(f"m{t}", ["sys", *(f"x{j}" for j in range(3 * t + 1))])
+            if ref is None:
+                whole += len(ids)
+            else:
+                delta += len(ids) + len(ref.dropped) + len(ref.at)
+        return whole, delta
+    small, large = stored(100), stored(1000)
+    assert small[0] <= small[1] and large[0] <= 2 * large[1], (small, large)
