@@ -13,6 +13,7 @@ no side effect fired again and no byte of the secret left in any file of the hom
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 from pathlib import Path
@@ -80,6 +81,9 @@ def test_fixture_is_the_old_format():
     assert sum(_copies(FIXTURE / "home").values()) > 0  # (it does hold the secret: there is something to forget)
 
 
+@pytest.mark.skipif(os.environ.get("UNSEE_TEST_STORE") == "postgres",
+                    reason="the old home's records are its SQLite files (the second pass keeps new stores on "
+                           "PostgreSQL)")
 def test_old_home_opens_audits_and_forgets(old_home):
     fired: list = []  # the refund's real firings in this process (the recording fired it once)
     u, agent, close = open_home(old_home, fired=fired)
