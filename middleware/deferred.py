@@ -34,6 +34,7 @@ from opentelemetry.trace import Span, SpanKind
 
 from . import semconv as sc
 from .context import configurable
+from .built_records import BuiltRecords
 from .hashing import short_id
 from .records import Artifact, ArtifactType, Checkpoint, CheckpointKind, ContextRef
 from .store_writer import Batch
@@ -131,10 +132,19 @@ class DeferredRecording:
     they use)."""
 
     tasks: TaskQueue
+    #: where the records put on spans are noted for the span processor (None: it decodes them)
+    built: BuiltRecords | None = None
 
     def run_tasks(self) -> None:
         """Do the queued recording work now (in order, on this thread)."""
         self.tasks.run()
+
+    def _note(self, span: Span, record: Artifact | Checkpoint) -> None:
+        """``record`` went onto ``span``: the span processor takes it from here as built
+        (``built_records``) instead of decoding the span's attributes back into it."""
+        built = self.built
+        if built is not None:
+            built.note(span, record)
 
     def _base(self, st: SessionState) -> tuple[dict[str, Any], Any]:
         """(the attributes every span of the session starts with, its parent), as now."""
@@ -258,6 +268,7 @@ class DeferredRecording:
                     cp = what.checkpoint
                     if cp is not None:
                         span.add_event(sc.CHECKPOINT_EVENT, sc.checkpoint_attributes(cp), timestamp=max(at, start))
+                        self._note(span, cp)
                         self._link_base(st, span, cp)
                     continue
                 a = what.artifact
@@ -271,6 +282,7 @@ class DeferredRecording:
                 attrs = sc.artifact_attributes(a, self._content(st, a))
                 attrs.update(extra)
                 span.add_event(sc.ARTIFACT_EVENT, attrs, timestamp=max(at, start))
+                self._note(span, a)
                 if a.parents:
                     self._link(st, span, list(a.parents))
                 st.known[a.id] = span.get_span_context()
@@ -314,6 +326,7 @@ class DeferredRecording:
             self.fail(st.session_id, exc)
             return
         st.known[a.id] = span.get_span_context()
+        self._note(span, a)
         span.end(end_time=at)
 
     def _checkpoint_span(self, st: SessionState, cp: Checkpoint, attrs: dict[str, Any], parent: Span | None,
@@ -325,6 +338,7 @@ class DeferredRecording:
         except Exception as exc:
             self.fail(st.session_id, exc)
             return
+        self._note(span, cp)
         span.end(end_time=at)
 
     # -- operation spans (current while the model or tool runs) ------------------
@@ -382,6 +396,7 @@ class DeferredRecording:
         except Exception as exc:
             self.fail(st.session_id, exc)
             return
+        self._note(span, a)
         st.known[a.id] = span.get_span_context()
 
     def add_artifact_event_later(self, st: SessionState, span: Span, p: Pending) -> None:
@@ -403,6 +418,7 @@ class DeferredRecording:
         except Exception as exc:
             self.fail(st.session_id, exc)
             return
+        self._note(span, a)
         st.known[a.id] = span.get_span_context()
 
     def end_later(self, st: SessionState, span: Span) -> None:

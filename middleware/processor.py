@@ -16,6 +16,8 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from . import semconv as sc
+from .built_records import BuiltRecords
+from .records import Checkpoint
 from .store import Batch, ProvenanceStore, SpanRow
 
 log = logging.getLogger("unsee.processor")
@@ -85,8 +87,9 @@ def records_session(attrs: Any) -> str | None:
     return str(sid) if sid else None
 
 
-def batch_from_span(span: ReadableSpan) -> Batch | None:
-    """Decode the artifacts, checkpoints and commits one span carries."""
+def batch_from_span(span: ReadableSpan, built: list | None = None) -> Batch | None:
+    """The artifacts, checkpoints and commits one span carries: ``built``, the records the
+    recorder put on it (``built_records``), or, when None, decoded from its attributes."""
     attrs = span.attributes or {}
     session_id = records_session(attrs)
     if not session_id:
@@ -99,6 +102,15 @@ def batch_from_span(span: ReadableSpan) -> Batch | None:
     # decoded from the row's plain dicts (the span's own mappings answer through Python code)
     attrs = row.attributes
     batch.tokenizer = attrs.get(sc.TOKENIZER)
+    batch.commits.extend(str(x) for x in attrs.get(sc.COMMITS, ()))
+    if built is not None:
+        ids = {"trace_id": trace_id, "span_id": span_id}
+        for r in built:
+            if isinstance(r, Checkpoint):
+                batch.checkpoints.append(r)
+            else:  # (the ids of the span that carries it, as decoding gives them)
+                batch.artifacts.append(r.model_copy(update=ids))
+        return batch
     primary = sc.artifact_from_attributes(attrs, session_id, trace_id, span_id)
     if primary is not None:
         batch.artifacts.append(primary)
@@ -115,7 +127,6 @@ def batch_from_span(span: ReadableSpan) -> Batch | None:
             c = sc.checkpoint_from_attributes(eattrs, session_id)
             if c is not None:
                 batch.checkpoints.append(c)
-    batch.commits.extend(str(x) for x in attrs.get(sc.COMMITS, ()))
     return batch
 
 
@@ -149,14 +160,17 @@ class _Describe:
 
 
 class _Decode:
-    __slots__ = ("span", "session_id")
+    __slots__ = ("span", "session_id", "built")
 
-    def __init__(self, span: ReadableSpan, session_id: str):
+    def __init__(self, span: ReadableSpan, session_id: str, built: BuiltRecords | None):
         self.span = span
         self.session_id = session_id
+        self.built = built
 
     def __call__(self) -> Batch | None:
-        return batch_from_span(self.span)
+        ctx = self.span.context
+        noted = self.built.take(ctx.trace_id, ctx.span_id) if self.built is not None else None
+        return batch_from_span(self.span, noted)
 
 
 class ProvenanceSpanProcessor(SpanProcessor):
@@ -177,7 +191,7 @@ class ProvenanceSpanProcessor(SpanProcessor):
                 if about:
                     self.store.submit(_Describe(span, about, self.store))
                 return
-            thunk = _Decode(span, str(sid))
+            thunk = _Decode(span, str(sid), getattr(self.store, "built", None))
             self.store.submit(thunk)  # decoded on the writer thread, in order
         except Exception:
             self.failures += 1

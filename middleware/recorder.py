@@ -122,6 +122,7 @@ class Recorder(DeferredRecording):
         leases: Any = None,
     ):
         self.store = store
+        self.built = getattr(store, "built", None)
         self.tracer = tracer
         self.hasher = hasher
         self.counter_factory = counter_factory
@@ -420,7 +421,10 @@ class Recorder(DeferredRecording):
         if primary is not None:
             attrs.update(sc.artifact_attributes(primary, self._content(st, primary)))
             links = self.links_for(st, primary.parents)
-        return self.tracer.start_span(name, context=parent_ctx, kind=kind, attributes=attrs, links=links)
+        span = self.tracer.start_span(name, context=parent_ctx, kind=kind, attributes=attrs, links=links)
+        if primary is not None:
+            self._note(span, primary)
+        return span
 
     @_after_tasks
     def link(self, st: SessionState, span: Span, artifact_ids: Iterable[str]) -> None:
@@ -441,6 +445,7 @@ class Recorder(DeferredRecording):
         attribute carries them too, since Jaeger's graph does not draw links.
         """
         span.set_attributes(sc.artifact_attributes(a, self._content(st, a)))
+        self._note(span, a)
         st.remember(a, span.get_span_context())
 
     @_after_tasks
@@ -451,6 +456,7 @@ class Recorder(DeferredRecording):
             self.emit(st, a.type.value, a)
             return
         span.add_event(sc.ARTIFACT_EVENT, sc.artifact_attributes(a, self._content(st, a)))
+        self._note(span, a)
         st.remember(a, span.get_span_context())
 
     @_after_tasks
@@ -497,6 +503,7 @@ class Recorder(DeferredRecording):
             created_ns=time.time_ns(),
         )
         span = self.start_span(st, f"checkpoint {kind.value}", attributes=sc.checkpoint_attributes(cp))
+        self._note(span, cp)
         span.end()
         return cp
 

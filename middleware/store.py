@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .built_records import BuiltRecords
 from .errors import SessionNotFound, StoreDamaged
 from .records import Artifact, Checkpoint, SessionInfo
 from .sqldb import Db, PostgresDb, SqliteDb, create_tables, open_pool, redact_url, stored_version
@@ -107,6 +108,8 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
     def __init__(self, home: Path, url: str | None = None):
         self.home = ensure_home(Path(home))
         self.url = url
+        #: the records the recorder put on spans, for the span processor (``built_records``)
+        self.built = BuiltRecords()
         self.pool: Any = None
         if url:
             self.path = self.vault_path = None

@@ -219,7 +219,7 @@ def artifact_row(a: Artifact) -> tuple:
     return (
         a.session_id, a.id, a.seq, a.type.value, manifest_text(a.parents, a.context),
         json.dumps(list(a.source_ids)), a.token_span[0], a.token_span[1], a.turn, a.step,
-        int(a.committed), a.content_hash, json.dumps(list(a.labels)), json.dumps(a.attrs),
+        int(a.committed), a.content_hash, json.dumps(list(a.labels)), json.dumps(a.attrs, sort_keys=True, default=str),
         a.trace_id, a.span_id,
     )
 
