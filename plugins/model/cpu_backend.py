@@ -23,7 +23,7 @@ read, never their values (fp32 weights, fp32 arithmetic):
 - speculative decoding (:meth:`LocalRuntime.decode`, ``draft_max``): drafts
   looked up in the text the cache holds are verified in one forward pass;
   only tokens the model picks itself are kept;
-- (issue 32) every CPU while no other process needs one
+- every CPU while no other process needs one
   (:class:`ThreadGovernor`), one product per layer for q/k/v and one for
   gate/up (:func:`_fuse_projections`), and an own forward without
   transformers' plumbing (:func:`_fast_forward`), then a leaner one

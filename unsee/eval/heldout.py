@@ -8,7 +8,7 @@ cases' format (one case a line, ``{"injection": bool, "kind": str, "note": str,
 "text": str}``, invisible characters and look-alike Cyrillic letters written as
 ``\\u`` escapes), read by :func:`.hard_cases.load` with this module's kinds.
 
-How they were written (issue 35): by hand, by authors who had not read the
+How they were written: by hand, by authors who had not read the
 detectors' code, their patterns, the hard cases or the other sets; sets 1 and 2
 before any detector was changed for the issue, sets 3 and 4 before the second
 round of changes (each author wrote one set, in a voice and formats of its own,
