@@ -3,7 +3,7 @@
 Each command is run as a fresh process (the installed ``unsee`` script, next to
 this interpreter) ``--runs`` times, interleaved with the baseline, a bare
 ``python -c pass``, so machine noise hits both alike; printed are the medians,
-the target of issue 15 (``--help`` <= 0.4 s, ``sessions`` / ``graph`` <= 0.8 s)
+the target (``--help`` <= 0.4 s, ``sessions`` / ``graph`` <= 0.8 s)
 and each command's ratio to the interpreter's own start. ``sessions`` and
 ``graph`` read a home recorded by ``unsee demo --model scripted`` in a temporary
 directory. ``python -X importtime -m unsee.cli --help`` shows where the rest goes.

@@ -1,4 +1,4 @@
-"""A late target on a DeltaChannel thread costs the suffix, not the session (issue 29).
+"""A late target on a DeltaChannel thread costs the suffix, not the session.
 
 The erasure's counterpart of Corollary 1: bench_erasure's scripted support
 agent whose ``messages`` channel is LangGraph's ``DeltaChannel`` (beta; the

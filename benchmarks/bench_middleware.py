@@ -8,7 +8,7 @@
 (b) ``ProvenanceGraph.taint`` on a 100k-artifact random layered graph (each
     artifact has 1-3 parents among the previous ~50), median over roots of
     varying depth; only ``taint`` is timed. Target: <= 50 ms.
-(c) What recording adds to a step (issue 15), bare agent vs the same agent
+(c) What recording adds to a step, bare agent vs the same agent
     with ``u.middleware()``, interleaved block by block; every unsee block
     ends with ``u.flush()`` *inside* its timed region (and starts after an
     untimed one), so no work hides in the writer's queue:

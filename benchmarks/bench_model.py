@@ -57,7 +57,7 @@ TURNS = [
 ]
 
 
-#: the demo forget's target wall time on the 2-core VM (issue 32), seconds
+#: the demo forget's target wall time on the 2-core VM, seconds
 DEMO_TARGET_S = 8.0
 
 

@@ -1,4 +1,4 @@
-"""unsee's recording overhead next to the tracing layers users already run (issue 15).
+"""unsee's recording overhead next to the tracing layers users already run.
 
 The same ``langchain.agents.create_agent`` agent (scripted zero-latency model,
 one ``@tool``, ``InMemorySaver``, a system prompt) is run under each layer:

@@ -1,4 +1,4 @@
-"""The command line as a contract (issue 31): every command through its success, "no",
+"""The command line as a contract: every command through its success, "no",
 bad-input and environment-failure paths, by one exit-code scheme (docs/cli.md), with at most
 one line on stderr and no traceback; ``--json`` errors are JSON.
 

@@ -1,4 +1,4 @@
-"""Issue 29 at the command line: two ``unsee demo --model scripted`` runs in one home, on the
+"""Many sessions in one home, at the command line: two ``unsee demo --model scripted`` runs in one home, on the
 local sandbox. The second forget's record is erased (the first session's sandbox copies are
 listed as that session's, not counted), ``unsee audit s2`` exits 0, and a forget whose erasure
 is not clean exits 1 (``EXIT_NOT_ERASED``) with one error line."""
