@@ -63,7 +63,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.bench_erasure import SECRET, _agent, _size, delta_state, lookup_text, support_policy
+from benchmarks.bench_erasure import SECRET, _agent, _size, delta_state, lookup_text, support_agent, support_policy
 
 SUFFIX = 3
 TARGET = 2.0
@@ -149,22 +149,14 @@ def measure(home: Path) -> dict:
 # -- LangGraph's floor ---------------------------------------------------------------------------
 def _bare(path: Path, kind: str):
     """(agent, conn): the same agent without unsee, on its own file ``SqliteSaver``."""
-    from langchain.agents import create_agent
     from langchain_core.tools import tool
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
-    from unsee.plugins.model import ScriptedChatModel
 
     @tool
     def lookup(ticket: str) -> str:
         """Look up a ticket."""
         return lookup_text(ticket)
 
-    conn = sqlite3.connect(path, check_same_thread=False)
-    schema = _schema(kind)
-    agent = create_agent(ScriptedChatModel(policy=support_policy), [lookup], system_prompt="You are support.",
-                         checkpointer=SqliteSaver(conn), **({"state_schema": schema} if schema is not None else {}))
-    return agent, conn
+    return support_agent(path, lookup, _schema(kind))
 
 
 def floor(turns: int, root: Path, kind: str = "delta") -> float:

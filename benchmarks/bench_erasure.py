@@ -67,15 +67,26 @@ def support_policy(messages, tools):
                                               "id": call_id(messages), "type": "tool_call"}])
 
 
+def support_agent(path: Path, lookup, state_schema: type | None = None, middleware: tuple = ()):
+    """(agent, conn): the support agent with the tool ``lookup`` on a file ``SqliteSaver`` at
+    ``path`` (with unsee or without: ``middleware`` says)."""
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from unsee.plugins.model import ScriptedChatModel
+
+    conn = sqlite3.connect(path, check_same_thread=False)
+    agent = create_agent(ScriptedChatModel(policy=support_policy), [lookup], system_prompt="You are support.",
+                         middleware=list(middleware), checkpointer=SqliteSaver(conn),
+                         **({"state_schema": state_schema} if state_schema is not None else {}))
+    return agent, conn
+
+
 def _agent(home: Path, state_schema: type | None = None, middleware: tuple = ()):
     """(u, agent, conn): bench's support agent on a file ``SqliteSaver`` in ``home``; its
     ``lookup`` tool returns the secret for ticket T-SECRET. ``state_schema``: e.g. :func:`delta_state`;
     ``middleware``: more middleware after unsee's (e.g. a ``SummarizationMiddleware``)."""
-    from langchain.agents import create_agent
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
     from unsee import Unsee
-    from unsee.plugins.model import ScriptedChatModel
 
     u = Unsee(home=home)
 
@@ -84,10 +95,7 @@ def _agent(home: Path, state_schema: type | None = None, middleware: tuple = ())
         """Look up a ticket."""
         return lookup_text(ticket)
 
-    conn = sqlite3.connect(home / "langgraph.sqlite", check_same_thread=False)
-    agent = create_agent(ScriptedChatModel(policy=support_policy), [lookup], system_prompt="You are support.",
-                         middleware=[u.middleware(), *middleware], checkpointer=SqliteSaver(conn),
-                         **({"state_schema": state_schema} if state_schema is not None else {}))
+    agent, conn = support_agent(home / "langgraph.sqlite", lookup, state_schema, (u.middleware(), *middleware))
     return u, agent, conn
 
 

@@ -4,8 +4,9 @@ A model turn's context manifest (the artifacts its prompt was built from) and a
 checkpoint's (the messages the agent's state held) grow by a few ids a turn: stored
 whole, a session's record grows with the square of its length. So a manifest is
 stored as what it changed in an earlier one, its *base* (:class:`ContextRef`): the
-ids it added, where they sit, and the base's ids it dropped. Every
-:data:`FULL_EVERY`-th manifest of a chain is stored whole, so a reader of one record
+ids it added, where they sit, and the base's ids it dropped. A chain stores a manifest
+whole once its deltas since the last whole one hold as many ids as a whole one
+(:data:`WHOLE_AFTER`), and at least every :data:`FULL_EVERY`-th, so a reader of one record
 rebuilds its manifest from at most that many. A manifest that shrinks (a compaction,
 context editing, a trim by an outer middleware) is a delta like any other: its
 dropped ids say so; one whose kept ids changed order is stored whole.
@@ -105,9 +106,9 @@ class Chains:
         out: tuple[tuple[str, ...], ContextRef | None] = (ids, None)
         if chain is not None and chain.length + 1 < self.full_every:
             d = diff(chain.ids, ids)
-            # a delta as long as the manifest saves nothing: stored whole, and a new chain starts
+            # deltas that hold as many ids as the manifest save nothing: stored whole, a new chain starts
             size = len(d[0]) + len(d[1]) + len(d[2]) if d is not None else 0
-            if d is not None and size < max(1, len(ids)) and chain.carried + size < WHOLE_AFTER * max(1, len(ids)):
+            if d is not None and chain.carried + size < WHOLE_AFTER * max(1, len(ids)):
                 added, dropped, at = d
                 out = (added, ContextRef(base=chain.head, dropped=dropped, at=at))
         if out[1] is None:

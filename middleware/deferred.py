@@ -221,9 +221,10 @@ class DeferredRecording:
         next operation span as an event."""
         env_id = self._env_snapshot(st, env)
         seq = st.next_seq()
-        manifest, ref = st.checkpoint_contexts.encode(short_id("ckpt", st.session_id, str(seq)), tuple(st.live))
+        cid = short_id("ckpt", st.session_id, str(seq))
+        manifest, ref = st.checkpoint_contexts.encode(cid, tuple(st.live))
         fields = {
-            "session_id": st.session_id, "kind": kind, "step": st.step + 1 if step is None else step,
+            "id": cid, "session_id": st.session_id, "kind": kind, "step": st.step + 1 if step is None else step,
             "turn": st.turn, "seq": seq, "cache_handle": st.cache_handle, "env_snapshot_id": env_id,
             "prompt_manifest": manifest, "context": ref, "langgraph_checkpoint_id": langgraph_checkpoint_id,
             "langgraph_thread_id": st.session_id if langgraph_checkpoint_id else None,
@@ -236,8 +237,7 @@ class DeferredRecording:
     def _make_checkpoint(self, st: SessionState, fields: dict[str, Any], cache_offset: int | None,
                          held: "_HeldCheckpoint") -> None:
         try:
-            held.checkpoint = Checkpoint(id=short_id("ckpt", st.session_id, str(fields["seq"])),
-                                         token_offset=cache_offset if cache_offset is not None else st.offset,
+            held.checkpoint = Checkpoint(token_offset=cache_offset if cache_offset is not None else st.offset,
                                          **fields)
         except Exception as exc:
             self.fail(st.session_id, exc)
@@ -297,7 +297,7 @@ class DeferredRecording:
         held[cp.id] = ctx
         if len(held) > 16:
             del held[next(iter(held))]
-        base = st.checkpoint_spans.get(cp.context.base) if cp.context is not None else None
+        base = held.get(cp.context.base) if cp.context is not None else None
         add = getattr(span, "add_link", None)
         if base is not None and add is not None and base.span_id != ctx.span_id:
             add(base, {"unsee.link.checkpoint": cp.context.base})

@@ -24,16 +24,16 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from old_home_agent import CHECKPOINTS, SECRET, THREAD, TURNS, live, make_agent, open_home, run
 from unsee import ArtifactType, RevocationEvent, TargetNotFound
+from unsee.testing import file_copies
 
 FIXTURE = Path(__file__).resolve().parent.parent / "data" / "old_home"
 MADE_BY = "eb0fbe2"  # the commit that recorded the fixture (before manifests were stored as deltas)
 FOLLOW_UP = "One more question about T2."
 
 
-def _copies(home: Path, needle: bytes = SECRET.encode()) -> dict[str, int]:
+def _copies(home: Path) -> dict[str, int]:
     """Raw byte copies of the secret per file under ``home`` (a plain grep, not unsee's scanner)."""
-    return {str(p.relative_to(home)): n for p in sorted(home.rglob("*"))
-            if p.is_file() and (n := p.read_bytes().count(needle))}
+    return file_copies([home], SECRET)
 
 
 def _reference(turns=TURNS):
