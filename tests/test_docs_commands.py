@@ -183,8 +183,14 @@ def _check_export(workdir: Path, cmd: str, res: subprocess.CompletedProcess, got
 
 # -- the runs ---------------------------------------------------------------------------------------
 def _cases():
+    # One run per distinct command: two doc lines can share a run, and a command that binds a
+    # documented port (OTLP's 4318) run twice at once on two workers would find the port taken.
+    seen: set[str] = set()
     for doc_line, cmds in RUNS.items():
         for cmd in cmds:
+            if cmd in seen:
+                continue
+            seen.add(cmd)
             marks = [pytest.mark.docker] if cmd.startswith("DOCKER ") else []
             yield pytest.param(doc_line, cmd.removeprefix("DOCKER "), marks=marks, id=cmd.removeprefix("DOCKER "))
 
