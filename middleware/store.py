@@ -269,6 +269,20 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
         # the rows keep their source's session id in column 0: they are reported as the fork's
         return [(session_id, *r[1:]) for r in prefix] + rows
 
+    def count_artifacts(self, session_id: str, types: Collection[str]) -> int:
+        """How many of the session's artifacts (a fork's source prefix included) have one of
+        ``types`` (``ArtifactType`` values): a count, not a read of the rows."""
+        types = sorted(set(types))
+        if not types:
+            return 0
+        marks = ", ".join("?" * len(types))
+        n = self._rows(f"SELECT COUNT(*) FROM artifacts WHERE session_id=? AND type IN ({marks})",
+                       (session_id, *types))[0][0]
+        if (fork := self.fork_of(session_id)) is not None:
+            n += self._rows(f"SELECT COUNT(*) FROM artifacts WHERE session_id=? AND seq<? AND type IN ({marks})",
+                            (fork[0], fork[1], *types))[0][0]
+        return n
+
     def artifacts(self, session_id: str) -> list[Artifact]:
         return [artifact_from_row(r) for r in self._forked_rows("artifacts", session_id)]
 

@@ -250,10 +250,11 @@ def checkpoint_row(c: Checkpoint) -> tuple:
 
 
 def checkpoint_from_row(r: tuple) -> Checkpoint:
+    # Built without validating again, as artifact_from_row (rows written by checkpoint_row).
     manifest, ref = manifest_of(r[9])
-    return Checkpoint(
+    return Checkpoint.model_construct(
         session_id=r[0], id=r[1], seq=r[2], kind=CheckpointKind(r[3]), step=r[4], turn=r[5],
         token_offset=r[6], cache_handle=r[7], env_snapshot_id=r[8],
-        prompt_manifest=manifest, context=ref, langgraph_checkpoint_id=r[10], created_ns=r[11],
+        prompt_manifest=manifest, context=ref, langgraph_checkpoint_id=r[10], created_ns=r[11] or 0,
         langgraph_thread_id=r[12],
     )

@@ -195,6 +195,8 @@ def _label(agent: Any) -> str:
 
 def memory_records(records: Any, sessions: list[str]) -> int:
     """How many memory reads/writes unsee recorded in ``sessions`` (0 when the records cannot say)."""
+    if (count := getattr(records, "count_artifacts", None)) is not None:  # a count, not a read
+        return sum(count(s, _MEMORY_ARTIFACTS) for s in sessions)
     artifacts = getattr(records, "artifacts", None)
     if artifacts is None:
         return 0

@@ -58,14 +58,18 @@ def main_file(path: str | Path) -> str:
     return p
 
 
-def row_copies(databases: Sequence[str], target: str, timeout: float = 600) -> dict[str, dict[str, int]]:
+def row_copies(databases: Sequence[str], target: str, timeout: float = 600,
+               mine: Iterable[str] = ()) -> dict[str, dict[str, int]]:
     """``{database: {owner session: copies}}``: copies of ``target`` (every form) in the live rows
-    of each database, per owner (rows of tables without an owner column are left out). Read in a
-    child process; a database that cannot be read is left out (its bytes then stay in scope)."""
+    of each database, per owner (rows of tables without an owner column are left out). Rows that
+    ``mine``'s sessions own (their scratch and staging threads included) are not read: their
+    copies stay in scope whatever they count, so a home that holds only the scope's sessions costs
+    a read of the owner columns, not of every row. Read in a child process; a database that cannot
+    be read is left out (its bytes then stay in scope)."""
     databases = [d for d in databases if Path(d).is_file()]
     if not databases:
         return {}
-    req = json.dumps({"paths": list(databases), "target": target})
+    req = json.dumps({"paths": list(databases), "target": target, "mine": sorted(set(mine))})
     res = subprocess.run([sys.executable, "-I", "-m", "unsee.plugins.erasure.owners"], input=req,
                          capture_output=True, text=True, timeout=timeout)
     if res.returncode != 0:
@@ -81,7 +85,7 @@ def attribute_sqlite(audits: Iterable, session: str | Iterable[str], target: str
     dbs = sorted({main_file(p) for a in audits for p, n in a.byte_copies.items() if n and _is_sqlite(p)})
     if not dbs:
         return
-    rows = row_copies(dbs, target)
+    rows = row_copies(dbs, target, mine=mine)
     for a in audits:
         families: dict[str, list[str]] = {}
         for p, n in a.byte_copies.items():
@@ -118,6 +122,7 @@ def _child() -> None:
 
     req = json.loads(sys.stdin.read())
     forms = tuple(target_forms(req["target"]))
+    mine = set(req.get("mine", ()))
     out: dict[str, dict[str, int]] = {}
     for p in req["paths"]:
         try:
@@ -135,8 +140,11 @@ def _child() -> None:
                 others = [c for c in cols if c != owner]
                 if not others:
                     continue
+                # the owners first (a read of one column): only other sessions' rows are read whole
+                theirs = [o for (o,) in conn.execute(f'SELECT DISTINCT "{owner}" FROM "{table}"')
+                          if o is None or owner_of(str(o)) not in mine]
                 sel = ", ".join(f'"{c}"' for c in [owner, *others])
-                for row in conn.execute(f'SELECT {sel} FROM "{table}"'):
+                for row in _rows_of(conn, table, owner, sel, theirs):
                     n = 0
                     for v in row[1:]:
                         if isinstance(v, str):
@@ -152,6 +160,17 @@ def _child() -> None:
         finally:
             conn.close()
     sys.stdout.write(json.dumps(out))
+
+
+def _rows_of(conn, table: str, owner: str, sel: str, owners: list) -> Iterable[tuple]:
+    """The rows of ``table`` whose owner column is one of ``owners`` (NULL included)."""
+    if None in owners:
+        yield from conn.execute(f'SELECT {sel} FROM "{table}" WHERE "{owner}" IS NULL')
+    named = [o for o in owners if o is not None]
+    for i in range(0, len(named), 500):  # under SQLite's bound-parameter limit
+        chunk = named[i:i + 500]
+        marks = ", ".join("?" * len(chunk))
+        yield from conn.execute(f'SELECT {sel} FROM "{table}" WHERE "{owner}" IN ({marks})', chunk)
 
 
 if __name__ == "__main__":

@@ -112,3 +112,15 @@ def test_dropping_a_fork_leaves_its_source_whole(store):
     assert not store.has_session("s~f")
     assert _ids(store, "s") == ["a1", "a2", "a3", "a4", "a5"]
     assert len(store.contents("s")) == 5
+
+
+def test_counting_artifacts_by_type_counts_a_forks_prefix(store):
+    store.clone_prefix("s", "s~f", 4)
+    _record(store, "s~f", [("a4b", 6, "my card is [gone]")])
+    for session in ("s", "s~f", "no-such-session"):
+        by_type = sum(1 for a in store.artifacts(session) if a.type.value == "user_input") \
+            if session != "no-such-session" else 0
+        assert store.count_artifacts(session, ["user_input", "memory_read"]) == by_type
+        assert store.count_artifacts(session, ["memory_write"]) == 0
+    assert store.count_artifacts("s~f", ["user_input"]) == 4  # a1-a3 read from the source, a4b its own
+    assert store.count_artifacts("s", []) == 0
