@@ -1,13 +1,22 @@
 """What a forget leaves for the page: a record of its plan, outcome and the graph before it.
 
-A forget replaces the session's record with the counterfactual and erases the
-old one, so the graph *before* the forget exists nowhere else afterwards. Its
-record keeps only what is safe to keep after an erasure: artifact ids, types,
-parents, steps, turns, token spans and sources, the closure I(z), and the
-replay's outcome by id — no payload text, no keyed hashes, no tool arguments or
-results, no event reason (any of them could carry the target). Records are
-JSON files ``<home>/forgets/<event id>.json`` beside the receipts, written
-atomically (a reader sees the whole file or none).
+A forget replaces the session's record from its fork point on with the
+counterfactual and erases the old suffix, so the graph *before* the forget
+exists nowhere else afterwards. Its record keeps only what is safe to keep
+after an erasure: artifact ids, types, parents, steps, turns, token spans and
+sources, the closure I(z), and the replay's outcome by id — no payload text, no
+keyed hashes, no tool arguments or results, no event reason (any of them could
+carry the target). Records are JSON files ``<home>/forgets/<event id>.json``
+beside the receipts, written atomically (a reader sees the whole file or none).
+
+The prefix below the fork point is the session's own record after the forget,
+unchanged, so a record keeps it by reference (``before_prefix``: the fork seq,
+and a digest of the prefix's ids, seqs, types and commit flags) and sketches
+only the suffix: a forget's record costs its suffix, not the session.
+:func:`with_prefix` joins the prefix back from the session's graph, or, where a
+later forget forked below this one's fork point, from that forget's record (the
+digest says which is the prefix as it was); a prefix found nowhere stays
+unresolved (``before_prefix`` set, ``before_artifacts`` the suffix only).
 """
 
 from __future__ import annotations
@@ -15,10 +24,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 import tempfile
+import hashlib
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -39,12 +50,35 @@ class SideEffectRef(BaseModel):
     status: str
 
 
+class PrefixRef(BaseModel):
+    """The prefix of a forget's graph before it, by reference: the artifacts and checkpoints
+    with seq below ``below_seq``, as :func:`prefix_digest` of them says."""
+
+    model_config = ConfigDict(frozen=True)
+
+    below_seq: int
+    artifacts: int
+    checkpoints: int
+    digest: str
+
+
+def prefix_digest(artifacts: Iterable[tuple], checkpoints: Iterable[tuple]) -> str:
+    """sha256 over ``(id, seq, type, committed)`` of the artifacts and ``(id, seq)`` of the
+    checkpoints, in order: the same prefix read from a graph or from sketches."""
+    h = hashlib.sha256()
+    for aid, seq, type_, committed in artifacts:
+        h.update(f"a\0{aid}\0{seq}\0{type_}\0{int(bool(committed))}\n".encode())
+    for cid, seq in checkpoints:
+        h.update(f"c\0{cid}\0{seq}\n".encode())
+    return h.hexdigest()
+
+
 class ForgetRecord(BaseModel):
     """One forget, as the page shows it (ids and counts only)."""
 
     model_config = ConfigDict(frozen=True)
 
-    version: int = 2  # (2: sketches may carry parents_base)
+    version: int = 3  # (2: sketches may carry parents_base; 3: the prefix may be by reference)
     event_id: str
     session_id: str
     strategy: str
@@ -71,15 +105,12 @@ class ForgetRecord(BaseModel):
     #: the loaders expand them)
     before_artifacts: list[dict[str, Any]] = Field(default_factory=list)
     before_checkpoints: list[dict[str, Any]] = Field(default_factory=list)
+    #: set: the sketches above are the suffix only, the prefix is the session's (``with_prefix``)
+    before_prefix: PrefixRef | None = None
 
 
 _COUNTS = ("transitions_replayed", "model_turns_decoded", "model_turns_rematerialised", "tool_calls_from_record",
            "tool_calls_executed", "tokens_prefilled", "tokens_decoded", "tokens_reused", "wall_time_s")
-
-
-def _sketch(a: Any) -> dict[str, Any]:
-    return {"id": a.id, "type": a.type.value, "parents": list(a.parents), "source_ids": list(a.source_ids),
-            "token_span": list(a.token_span), "turn": a.turn, "step": a.step, "committed": a.committed}
 
 
 def _sketches(graph: Iterable[Any]) -> list[dict[str, Any]]:
@@ -92,7 +123,7 @@ def _sketches(graph: Iterable[Any]) -> list[dict[str, Any]]:
     prev: tuple[str, tuple[str, ...]] | None = None  # (id, parents) of the last sketch with parents
     for a in graph:
         parents = a.parents
-        d = {"id": a.id, "type": a.type.value, "parents": list(parents),
+        d = {"id": a.id, "seq": a.seq, "type": a.type.value, "parents": list(parents),
              "source_ids": list(a.source_ids), "token_span": list(a.token_span), "turn": a.turn, "step": a.step,
              "committed": a.committed}
         if a.context is not None:  # (recorded as a delta: kept so, ``context`` as the record's)
@@ -133,15 +164,116 @@ def expand_sketches(sketches: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _expanded(data: Any) -> Any:
-    """A stored record's JSON object with its sketches expanded (before validation)."""
-    if isinstance(data, dict) and isinstance(data.get("before_artifacts"), list):
+    """A stored record's JSON object with its sketches expanded (before validation); a suffix
+    whose prefix is by reference stays as stored (its deltas may name the prefix's turns)."""
+    if isinstance(data, dict) and isinstance(data.get("before_artifacts"), list) and not data.get("before_prefix"):
         data = {**data, "before_artifacts": expand_sketches(data["before_artifacts"])}
     return data
 
 
 def checkpoint_sketch(c: Any) -> dict[str, Any]:
     """A checkpoint as the page shows it (metadata of a splice point: no prompt manifest)."""
-    return c.model_dump(mode="json", include={"id", "kind", "step", "turn", "token_offset"})
+    return c.model_dump(mode="json", include={"id", "seq", "kind", "step", "turn", "token_offset"})
+
+
+def _fork_seq(report: Any, graph: Any) -> int | None:
+    """The seq of the checkpoint the forget forked at (None: it forked at nothing, e.g. B5)."""
+    cid = getattr(report, "checkpoint_id", None)
+    return next((c.seq for c in graph.checkpoints if c.id == cid), None) if cid else None
+
+
+#: below_seq -> (the session's artifacts, its checkpoints) with a seq below it, as recorded now
+#: (None: the session's record cannot be read)
+PrefixSource = Callable[[int], "tuple[list[Any], list[Any]] | None"]
+
+
+def graph_prefix(graph: Any) -> PrefixSource:
+    """The prefix source of a session's graph (``Unsee.graph``)."""
+    return lambda below: ([a for a in graph if a.seq < below], [c for c in graph.checkpoints if c.seq < below])
+
+
+def home_prefix(home: str | os.PathLike, session_id: str) -> PrefixSource:
+    """The prefix source of a home's embedded record (``<home>/provenance.sqlite``), read-only; a
+    home whose record is elsewhere (PostgreSQL) or unreadable gives None (the prefix stays unresolved)."""
+    from unsee.middleware.store_schema import artifact_from_row, checkpoint_from_row
+
+    def read(below: int) -> tuple[list[Any], list[Any]] | None:
+        path = Path(home) / "provenance.sqlite"
+        if not path.is_file():
+            return None
+        try:
+            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+        except sqlite3.Error:
+            return None
+        try:
+            arts = [artifact_from_row(r) for r in conn.execute(
+                "SELECT * FROM artifacts WHERE session_id=? AND seq<? ORDER BY seq", (session_id, below))]
+            ckpts = [checkpoint_from_row(r) for r in conn.execute(
+                "SELECT * FROM checkpoints WHERE session_id=? AND seq<? ORDER BY seq", (session_id, below))]
+            return arts, ckpts
+        except (sqlite3.Error, ValueError):
+            return None
+        finally:
+            conn.close()
+
+    return read
+
+
+def _prefix_of_source(source: PrefixSource, ref: PrefixRef) -> tuple[list[dict], list[dict]] | None:
+    """The sketches of the session's prefix below ``ref.below_seq`` when it is still ``ref``'s."""
+    got = source(ref.below_seq)
+    if got is None:
+        return None
+    arts, ckpts = got
+    if (len(arts), len(ckpts)) != (ref.artifacts, ref.checkpoints) or prefix_digest(
+            ((a.id, a.seq, a.type.value, a.committed) for a in arts), ((c.id, c.seq) for c in ckpts)) != ref.digest:
+        return None
+    return _sketches(arts), [checkpoint_sketch(c) for c in ckpts]
+
+
+def _prefix_of_record(full: ForgetRecord, ref: PrefixRef) -> tuple[list[dict], list[dict]] | None:
+    """The same from another forget's whole graph before it (sketches that carry their seq)."""
+    arts = [d for d in full.before_artifacts if isinstance(d.get("seq"), int) and d["seq"] < ref.below_seq]
+    ckpts = [d for d in full.before_checkpoints if isinstance(d.get("seq"), int) and d["seq"] < ref.below_seq]
+    if (len(arts), len(ckpts)) != (ref.artifacts, ref.checkpoints) or prefix_digest(
+            ((d["id"], d["seq"], d["type"], d.get("committed")) for d in arts),
+            ((d["id"], d["seq"]) for d in ckpts)) != ref.digest:
+        return None
+    return arts, ckpts
+
+
+def with_prefix(record: ForgetRecord, source: PrefixSource, others: Iterable[ForgetRecord] = ()) -> ForgetRecord:
+    """``record`` with its whole graph before the forget: a prefix by reference joined back from
+    ``source`` (the session's record now: :func:`graph_prefix`, :func:`home_prefix`) or, where a
+    later forget forked below this one's fork point, from the graph before one of ``others`` (the
+    session's other forget records; the digest picks the one that holds it). A prefix found
+    nowhere leaves ``before_prefix`` set and the suffix's sketches only."""
+    others = {r.event_id: r for r in others if r.session_id == record.session_id and r.event_id != record.event_id}
+    return _with_prefix(record, source, others, frozenset(), {})
+
+
+def _with_prefix(record: ForgetRecord, source: PrefixSource, others: dict[str, ForgetRecord], seen: frozenset[str],
+                 done: dict[str, ForgetRecord]) -> ForgetRecord:
+    ref = record.before_prefix
+    if ref is None:
+        return record
+    found = _prefix_of_source(source, ref)
+    seen = seen | {record.event_id}
+    for eid, other in others.items():
+        if found is not None:
+            break
+        if eid in seen:
+            continue
+        if eid not in done:  # (each record resolved once per call)
+            done[eid] = _with_prefix(other, source, others, seen, done)
+        if done[eid].before_prefix is None:
+            found = _prefix_of_record(done[eid], ref)
+    if found is None:  # (the suffix's deltas expanded as far as they go without it)
+        return record.model_copy(update={"before_artifacts": expand_sketches(record.before_artifacts)})
+    arts, ckpts = found
+    return record.model_copy(update={"before_artifacts": expand_sketches([*arts, *record.before_artifacts]),
+                                     "before_checkpoints": [*ckpts, *record.before_checkpoints],
+                                     "before_prefix": None})
 
 
 def forget_record(report: Any, graph: Any, *, entry: Any = None, closure: Iterable[str] = (),
@@ -165,9 +297,24 @@ def forget_record(report: Any, graph: Any, *, entry: Any = None, closure: Iterab
         executed=list(outcome.executed) if outcome else [],
         deferred=refs(report.deferred_side_effects), orphaned=refs(report.orphaned_side_effects),
         counts={k: getattr(report, k) for k in _COUNTS},
-        before_artifacts=_sketches(graph),
-        before_checkpoints=[checkpoint_sketch(c) for c in graph.checkpoints],
+        **_before(report, graph),
     )
+
+
+def _before(report: Any, graph: Any) -> dict[str, Any]:
+    """The graph before the forget: the suffix from its fork point sketched, the prefix by
+    reference (the whole graph sketched when it forked at nothing)."""
+    fork = _fork_seq(report, graph)
+    if not fork:
+        return {"before_artifacts": _sketches(graph),
+                "before_checkpoints": [checkpoint_sketch(c) for c in graph.checkpoints]}
+    suffix = graph.since_seq(fork)
+    arts = [a for a in graph if a.seq < fork]
+    ckpts = [c for c in graph.checkpoints if c.seq < fork]
+    ref = PrefixRef(below_seq=fork, artifacts=len(arts), checkpoints=len(ckpts), digest=prefix_digest(
+        ((a.id, a.seq, a.type.value, a.committed) for a in arts), ((c.id, c.seq) for c in ckpts)))
+    return {"before_artifacts": _sketches(suffix), "before_prefix": ref,
+            "before_checkpoints": [checkpoint_sketch(c) for c in graph.checkpoints if c.seq >= fork]}
 
 
 def _folder(home: str | os.PathLike) -> Path:
@@ -207,30 +354,50 @@ class ForgetRecordKeeper:
                                                            raised_by=raised_by))
 
 
-def load_forget_record(home: str | os.PathLike, event_id: str) -> ForgetRecord:
-    """The record of ``event_id``; :class:`UnknownEvent` when this home has none."""
+def load_forget_record(home: str | os.PathLike, event_id: str, graph: Any = None) -> ForgetRecord:
+    """The record of ``event_id``, its graph before the forget whole (:func:`with_prefix`: the
+    prefix from ``graph``, the session's graph now, or without one from the home's embedded
+    record); :class:`UnknownEvent` when this home has none."""
     path = _path(home, event_id)
     try:
-        return _read(path)
+        record = _read(path)
     except FileNotFoundError:
         raise UnknownEvent(f"no forget with event id {event_id!r} in {_folder(home)}") from None
     except (OSError, ValidationError, ValueError) as exc:
         raise ViewError(f"the forget record {path} cannot be read: {type(exc).__name__}") from None
+    return _resolved(home, record, graph, None)
+
+
+def _resolved(home: str | os.PathLike, record: ForgetRecord, graph: Any,
+              stored: list[ForgetRecord] | None) -> ForgetRecord:
+    if record.before_prefix is None:
+        return record
+    source = graph_prefix(graph) if graph is not None else home_prefix(home, record.session_id)
+    others = stored if stored is not None else _stored_records(home, record.session_id)
+    return with_prefix(record, source, others)
 
 
 def _read(path: Path) -> ForgetRecord:
     return ForgetRecord.model_validate(_expanded(json.loads(path.read_text(encoding="utf-8"))))
 
 
-def forget_records(home: str | os.PathLike, session_id: str) -> list[ForgetRecord]:
-    """The forget records of ``session_id``, oldest first (unreadable files are skipped)."""
+def forget_records(home: str | os.PathLike, session_id: str, graph: Any = None) -> list[ForgetRecord]:
+    """The forget records of ``session_id``, oldest first (unreadable files are skipped), each
+    graph before its forget whole as :func:`load_forget_record` gives it."""
+    stored = _stored_records(home, session_id)
+    return [_resolved(home, r, graph, stored) for r in stored]
+
+
+def _stored_records(home: str | os.PathLike, session_id: str) -> list[ForgetRecord]:
+    """The records as stored (a prefix by reference left so), oldest first."""
     out = []
     folder = _folder(home)
     for path in folder.glob("*.json") if folder.is_dir() else ():
         try:
-            rec = _read(path)
+            rec, written = _read(path), path.stat().st_mtime_ns
         except (OSError, ValidationError, ValueError):
             continue
         if rec.session_id == session_id:
-            out.append(rec)
-    return sorted(out, key=lambda r: r.created_at)
+            out.append((rec.created_at, written, rec))
+    # (created_at is to the second: two forgets in one second are in the order their files were written)
+    return [r for _, _, r in sorted(out, key=lambda t: t[:2])]

@@ -46,10 +46,10 @@ def session_payload(records: SessionRecords, graph_of: Callable[[str], Any], hom
     if target is not None and (not isinstance(target, str) or not target.strip()):
         raise InvalidArgument("target must be a non-empty text")
     records.require(thread_id)
-    record = load_forget_record(home, event) if event is not None else None
+    g = graph_of(thread_id)
+    record = load_forget_record(home, event, graph=g) if event is not None else None
     if record is not None and record.session_id != thread_id:
         raise UnknownEvent(f"forget {event} was of session {record.session_id!r}, not {thread_id!r}")
-    g = graph_of(thread_id)
     entry, closure = None, frozenset()
     if target is not None:
         hit = g.locate(target, source)

@@ -59,7 +59,7 @@ def test_a_saved_record_is_small_and_loads_with_full_parents(tmp_path):
     g = _session(200)
     path = save_forget_record(tmp_path, forget_record(_Report(), g))
     stored = json.loads(path.read_text())
-    assert stored["version"] == 2 and any("parents_base" in d for d in stored["before_artifacts"])
+    assert stored["version"] == 3 and any("parents_base" in d for d in stored["before_artifacts"])
     assert path.stat().st_size < 200_000
     rec = load_forget_record(tmp_path, "ev1")
     assert {d["id"]: d["parents"] for d in rec.before_artifacts} == {a.id: list(a.parents) for a in g}
