@@ -4,7 +4,9 @@
     each) with the target entering in the middle (in a user message); B7, B5 and B5' each forget it
     on a fresh copy of the recording. Printed: recomputed tokens (prefilled +
     decoded, from the local model's counters), model turns decoded, wall
-    time, and the ratios B7/B5 (target <= 0.10 of B5's tokens) and B7/B5'.
+    time, and the ratios B7/B5 (target <= 0.10 of B5's tokens; "Forgetting
+    Without Restarting: Execution-State Unlearning for Stateful LLM Agents"
+    measured 133/1235 = 0.108, the "paper" figure printed) and B7/B5'.
 (b) The same session with the target entering at each turn in turn; B7's
     cost against the suffix length T - tau + 1, with a least-squares line and
     its R^2; the plot goes to benchmarks/out/forget_vs_tau.png.

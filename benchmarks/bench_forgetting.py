@@ -9,9 +9,10 @@ agent: every turn after tau reads a context derived from the target, so B7
 saves the prefix only, as B5' does. ``windowed`` runs the same episodes behind
 a one-turn context window: later turns are independent of the target and B7
 re-materialises them, which is what provenance buys over B5'. Printed per
-suite: recomputed tokens (prefill + decode) B7/B5 and B7/B5' (the paper:
-133/1235 = 0.108 and about 1/1.5), then a least-squares line of B7's tokens
-against the number of turns after tau, with its R^2.
+suite: recomputed tokens (prefill + decode) B7/B5 and B7/B5' ("Forgetting Without
+Restarting: Execution-State Unlearning for Stateful LLM Agents": 133/1235 = 0.108 and
+about 1/1.5), then a least-squares line of B7's tokens against the number of turns after
+tau, with its R^2.
 
     python -m benchmarks.bench_forgetting [--episodes 12] [--seed 0]
 """

@@ -14,7 +14,7 @@
     untimed one), so no work hides in the writer's queue:
     - fresh threads: ``FRESH_THREADS`` threads of one turn (3 steps) each,
       median over blocks of ms/step; target: added <= ``FRESH_TARGET_MS``
-      (the lightest tracing layer's figure in the issue);
+      (the lightest tracing layer's figure when the target was set);
     - a model that sleeps 50 ms per call: added % per step (target <= 2 %);
     - one thread of ``LONG_TURNS`` turns: ms/turn over the first and the last
       ``HISTORY_BLOCK`` turns; unsee's added ms/turn last / first says

@@ -24,7 +24,7 @@ one ``@tool``, ``InMemorySaver``, a system prompt) is run under each layer:
 
 A *turn* is one ``agent.invoke``: user message -> model (tool call) -> tool
 -> model (reply). A *step* is one of its three agent steps (model call, tool
-call, model call), so ms/step = ms/turn / 3, as in the issue and in
+call, model call), so ms/step = ms/turn / 3, as in
 ``bench_middleware``.
 
 Measurements, per layer:
@@ -44,7 +44,7 @@ Every measured block ends with the layer's flush *inside* its timed region
 the peers' ``BatchSpanProcessor``; ``wait_for_all_tracers()`` for LangSmith),
 so no layer can leave the block's work in a background queue that outlives the
 measurement; the same flush runs untimed before each block. Each block is
-timed twice: wall clock (the issue's figures) and the process's CPU time, all
+timed twice: wall clock (the figures docs/performance.md gives) and the process's CPU time, all
 threads together, which charges a layer's background threads to it wherever
 they ran and does not count waiting for a core, so it is the steadier figure
 on a loaded machine. With the 50 ms model the CPU figure is the added CPU over

@@ -11,7 +11,9 @@ in for it (``*UnseeLike``): what a plugin needs is a small protocol of its own.
 Every plugin face follows one convention: a lazy ``_EXPORTS`` table
 (``unsee.plugins.lazy_exports``). And there is no import circle between
 modules, counting imports inside functions too (a lazy import hides a circle
-from Python, not from a reader).
+from Python, not from a reader). The product's text (code, examples,
+benchmarks, README.md, docs/) points at nothing a clone lacks: no private
+notes or source files, no issue numbers, and an article cited by its title.
 
 The graph and the trees are read with ``ast`` from the files (nothing is
 imported), so the test also covers modules that need optional extras. Each
@@ -24,6 +26,7 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
+from pathlib import Path
 
 from import_graph import GRAPH, MODULES, cycles, imports_in, tree_of
 
@@ -483,3 +486,71 @@ def test_the_cli_and_the_facade_start_without_langchain():
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'langchain', 'langchain_core', 'langgraph'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]", out
+
+
+# -- product text names no private source -------------------------------------------------------
+
+#: the articles the product cites, by title (a file that says "the paper" names one of them)
+ARTICLES = ("Forgetting Without Restarting: Execution-State Unlearning for Stateful LLM Agents",
+            "LangGraph Compaction Deletes the View, Not the Record")
+#: what points a reader at material a clone of the repository does not have
+PRIVATE = {
+    "a path outside the repository": re.compile(r"\.\./shared"),
+    "a source file": re.compile(r"seeds/|retention-inversion\.txt|forgetting-without-restarting\.txt"),
+    "private notes": re.compile(r"NOTES\.md"),
+    "the seed (name the article)": re.compile(r"\bseed['’]s\b", re.I),
+    "an issue number": re.compile(r"\bissues?\s+#?\d+", re.I),
+}
+_THE_PAPER = re.compile(r"\bthe paper\b", re.I)
+#: a title across line breaks, comment markers or joined string literals
+_TITLES = [re.compile(r"\W+".join(map(re.escape, re.findall(r"[\w-]+", t))), re.I) for t in ARTICLES]
+
+
+def private_references(path: str, text: str) -> list[str]:
+    """``path:line: what (the text)`` for each line of ``text`` that points at private material;
+    "the paper" counts unless the file names one of :data:`ARTICLES`."""
+    rules = dict(PRIVATE)
+    if not any(t.search(text) for t in _TITLES):
+        rules["the paper, untitled"] = _THE_PAPER
+    return [f"{path}:{n}: {what} ({m.group(0)!r})" for n, line in enumerate(text.splitlines(), 1)
+            for what, rx in rules.items() if (m := rx.search(line))]
+
+
+def _product_text() -> list[Path]:
+    """The files a user reads: the code (docstrings, comments, help strings), the examples, the
+    benchmarks, README.md and docs/*.md."""
+    from import_graph import ROOT
+
+    files = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]
+    for folder in ("unsee", "middleware", "plugins", "sandbox", "examples", "benchmarks"):
+        files += (ROOT / folder).rglob("*.py")
+    return sorted(p for p in files if not any(part in (".venv", "build") or part.endswith(".egg-info")
+                                              for part in p.relative_to(ROOT).parts))
+
+
+def test_product_text_names_no_private_sources():
+    from import_graph import ROOT
+
+    files = _product_text()
+    assert len(files) > 100 and ROOT / "README.md" in files and ROOT / "docs" / "erasure.md" in files
+    bad = [b for p in files for b in private_references(str(p.relative_to(ROOT)), p.read_text())]
+    assert not bad, ("product text pointing at material a clone does not have (say it in the text's own "
+                     "words; cite an article by its title):\n" + "\n".join(bad))
+
+
+def test_the_checker_sees_private_references():
+    text = textwrap.dedent("""\
+        all (../shared/NOTES.md).
+        the seed's three questions; the Seed's case
+        as measured for issue 12 (since issue #29)
+        the paper's Tables 1-3
+        a --seed K, the replay's seed checkpoint, issue_refund, the issue's target
+    """)
+    assert private_references("x.py", text) == [
+        "x.py:1: a path outside the repository ('../shared')", "x.py:1: private notes ('NOTES.md')",
+        "x.py:2: the seed (name the article) (\"seed's\")", "x.py:3: an issue number ('issue 12')",
+        "x.py:4: the paper, untitled ('the paper')"]
+    titled = text + '(Tables 1-3 of "Forgetting Without\n    Restarting: Execution-State Unlearning for Stateful LLM Agents")'
+    assert [b for b in private_references("x.py", titled) if "paper" in b] == []
+    assert private_references("x.md", "see `../shared/seeds/retention-inversion.txt`") == [
+        "x.md:1: a path outside the repository ('../shared')", "x.md:1: a source file ('seeds/')"]

@@ -389,13 +389,17 @@ def _owner_of(agent):
 
 
 def _strategy_help() -> str:
-    """The strategy codes, from the table (``plugins/forget/strategy.py``; langchain-free), e.g.
-    "B0 B1 B2 B3 B4 B5 B5' B6 B7 (B8 B9 need IFC)"."""
+    """The strategies, code and descriptive name, from the table (``plugins/forget/strategy.py``;
+    langchain-free), e.g. "B0|nothing ... B7|unsee ... (B8|ifc-only B9|ifc-replay need IFC)"."""
     from unsee.plugins.forget import Strategy
 
-    plain = [s.code for s in Strategy if not s.spec.needs_ifc]
-    ifc = [s.code for s in Strategy if s.spec.needs_ifc]
-    return " ".join(plain) + (f" ({' '.join(ifc)} need{'s' if len(ifc) == 1 else ''} IFC)" if ifc else "")
+    def both(s: Strategy) -> str:
+        return f"{s.code}|{s.alias}"
+
+    plain = [both(s) for s in Strategy if not s.spec.needs_ifc]
+    ifc = [both(s) for s in Strategy if s.spec.needs_ifc]
+    return ("code or name: " + " ".join(plain)
+            + (f" ({' '.join(ifc)} need{'s' if len(ifc) == 1 else ''} IFC)" if ifc else ""))
 
 
 @app.command("forget")
@@ -663,13 +667,15 @@ def surface_cmd(
     marker: Optional[str] = typer.Option(None, "--marker", help="count the copies of this text each route holds now"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
-    """The rollback surface: the seed's three questions for this deployment.
+    """The rollback surface of this deployment: what a restore brings back, what a deletion leaves.
 
-    Which routes the agent and this home write, which sit inside LangGraph's
-    recovery boundary (a restore brings them back) and which outside, what each
-    deletion primitive mutates on each, and with --marker how many copies of
-    the text each route holds now (every session's). Changes nothing; with
-    --marker, exit 1 if any route holds a copy.
+    The three questions of "LangGraph Compaction Deletes the View, Not the
+    Record", answered for this home and agent: which routes they write, which
+    sit inside LangGraph's recovery boundary (a restore brings them back) and
+    which outside, what each deletion primitive mutates on each, and with
+    --marker how many copies of the text each route holds now (every
+    session's). Changes nothing; with --marker, exit 1 if any route holds a
+    copy.
     """
     if marker is not None and not marker.strip():
         raise cx.BadParameter("--marker must not be empty")
@@ -877,24 +883,19 @@ def _unsee(**kwargs):
     return Unsee(**kwargs)
 
 
-def _mount_optional() -> None:
-    """Sub-apps of other packages, mounted when importable."""
-    try:
-        from unsee.sandbox.cli import app as sandbox_app
+def _mount_sub_apps() -> None:
+    """The sandbox, bench and eval sub-apps. Their modules import only what unsee itself needs
+    (``bench``/``eval`` import the eval extra, e.g. agentdojo, when a command runs), so an import
+    error here is a bug and is raised, never hidden as a missing command."""
+    from unsee.eval.cli import make_app, make_eval_app
+    from unsee.sandbox.cli import app as sandbox_app
 
-        app.add_typer(sandbox_app, name="sandbox")
-    except Exception:
-        pass
-    try:  # always mounted; running it needs the eval extra (agentdojo), imported then
-        from unsee.eval.cli import make_app, make_eval_app
-
-        app.add_typer(make_app(_unsee), name="bench", help="Benchmarks of defenses (AgentDojo).")
-        app.add_typer(make_eval_app(_unsee), name="eval", help="Measure forgetting: B0-B9 on episode suites.")
-    except Exception:
-        pass
+    app.add_typer(sandbox_app, name="sandbox")
+    app.add_typer(make_app(_unsee), name="bench", help="Benchmarks of defenses (AgentDojo).")
+    app.add_typer(make_eval_app(_unsee), name="eval", help="Measure forgetting: B0-B9 on episode suites.")
 
 
-_mount_optional()
+_mount_sub_apps()
 
 
 def _error(message: str, exc: BaseException | None = None, code: int | None = None) -> None:

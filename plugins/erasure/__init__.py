@@ -11,9 +11,10 @@ registry, ``register_route``; the built-in routes in ``routes_langgraph``,
 route's tests run, is imported by tests only), the journal
 that makes a rerun finish an interrupted erasure (``journal``), the operator's
 retention policy over a thread's history (``retention``), the rollback
-surface of a deployment (``surface``: the seed's three questions), signed
-receipts (``receipt``) and the operator (``eraser``). What it needs from its
-surroundings is ``ports.ErasureContext`` (never the facade).
+surface of a deployment (``surface``: the three questions of "LangGraph
+Compaction Deletes the View, Not the Record"), signed receipts (``receipt``)
+and the operator (``eraser``). What it needs from its surroundings is
+``ports.ErasureContext`` (never the facade).
 
 Public names are imported lazily; other plugins and the facade use only these.
 """

@@ -2,7 +2,7 @@
 
 A deleted row stays in the table's heap and TOAST files until the table is
 rewritten; plain ``VACUUM`` left 20 of 22 copies, ``VACUUM FULL`` removed them
-all (../shared/NOTES.md). What the server already wrote to its WAL, archives,
+all (measured after ``delete_thread``). What the server already wrote to its WAL, archives,
 backups and replicas is beyond reach: routes name it as unreachable.
 """
 

@@ -1,5 +1,6 @@
 """Erase a data subject: whole threads and memory-store namespaces, every route audited, one
-signed receipt (GDPR Art. 17's "delete everything about me"; the seed's ``erase_customer``).
+signed receipt (GDPR Art. 17's "delete everything about me"; the ``erase_customer`` routine of
+"LangGraph Compaction Deletes the View, Not the Record").
 
 ``SubjectEraser(ctx, leases).erase(threads, namespaces, targets, agent=..., subject=...)``:
 

@@ -1,6 +1,7 @@
-"""The rollback surface of a deployment: the seed's three-question test as data.
+"""The rollback surface of a deployment: a three-question test as data.
 
-``retention-inversion.txt`` tests any agent runtime with three questions:
+The article "LangGraph Compaction Deletes the View, Not the Record" tests any agent runtime for
+Retention Inversion with three questions:
 
 1. What object does each deletion primitive actually act on (not what it is
    named: what it mutates)?
@@ -129,7 +130,7 @@ class SurfaceReport(BaseModel):
     @computed_field  # (in the JSON too)
     @property
     def inversion(self) -> list[str]:
-        """The seed's Retention Inversion, primitive by primitive: an available primitive that acts
+        """The article's Retention Inversion, primitive by primitive: an available primitive that acts
         only on state inside the recovery boundary while a route outside it exists, which that
         deletion never reaches."""
         inside = {r.name for r in self.routes if r.boundary == "inside"}

@@ -19,8 +19,9 @@ class AgentUnknown(UnseeError, LookupError):
 
 
 class UnknownStrategy(UnseeError, ValueError):
-    def __init__(self, strategy: str, known: tuple[str, ...]):
-        super().__init__(f"unknown strategy {strategy!r}: use one of {' '.join(known)}")
+    def __init__(self, strategy: str, known: tuple[str, ...], names: tuple[str, ...] = ()):
+        also = f" (or a name: {', '.join(names)})" if names else ""
+        super().__init__(f"unknown strategy {strategy!r}: use one of {' '.join(known)}{also}")
 
 
 class ReplayIncomplete(UnseeError, RuntimeError):

@@ -1,6 +1,7 @@
-"""The strategies a forget can apply (the paper's B0–B9), as one table.
+"""The strategies a forget can apply (the baselines B0–B9 of "Forgetting Without Restarting:
+Execution-State Unlearning for Stateful LLM Agents"), as one table.
 
-``Strategy`` is an enum whose values are the paper's codes ("B0" … "B9",
+``Strategy`` is an enum whose values are the article's codes ("B0" … "B9",
 "B5'"); each member also has a descriptive alias (``Strategy.UNSEE is
 Strategy.B7``). ``spec(strategy)`` gives its ``StrategySpec``: what the
 operator, the planner and the baselines do with it. Nothing else compares
@@ -29,7 +30,7 @@ class Edit(enum.Enum):
 
 
 class Strategy(enum.Enum):
-    """A forget strategy; the value is the paper's code."""
+    """A forget strategy; the value is the article's code."""
 
     B0 = "B0"
     B1 = "B1"
@@ -57,7 +58,7 @@ class Strategy(enum.Enum):
 
     @property
     def code(self) -> str:
-        """The paper's code, as reports and plans carry it ("B5'")."""
+        """The article's code, as reports and plans carry it ("B5'")."""
         return self.value
 
     @property
@@ -71,15 +72,24 @@ class Strategy(enum.Enum):
 
     @classmethod
     def parse(cls, value: Any) -> Strategy:
-        """A member from itself or its code; anything else raises ``UnknownStrategy``."""
+        """A member from itself, its code ("B7", "B5'") or its descriptive name as :attr:`alias`
+        spells it ("unsee", "prefix-replay"); anything else (another case, spaces, "B5P") raises
+        ``UnknownStrategy``."""
         if isinstance(value, cls):
             return value
         if isinstance(value, str):
             try:
                 return cls(value)
             except ValueError:
-                pass
-        raise UnknownStrategy(value, STRATEGIES)
+                if (member := _BY_ALIAS.get(value)) is not None:
+                    return member
+        raise UnknownStrategy(value, STRATEGIES, tuple(_BY_ALIAS))
+
+    @property
+    def alias(self) -> str:
+        """The descriptive name, as a command line spells it: ``Strategy.B5P.alias == "prefix-replay"``."""
+        return next(n for n, m in type(self).__members__.items() if m is self and n != self.name
+                    ).lower().replace("_", "-")
 
 
 @dataclass(frozen=True)
@@ -132,7 +142,9 @@ SPECS: dict[Strategy, StrategySpec] = {
 }
 del S
 
-#: every code, in the paper's order
+#: descriptive name -> member ("unsee" -> Strategy.B7)
+_BY_ALIAS: dict[str, Strategy] = {s.alias: s for s in Strategy}
+#: every code, in the article's order
 STRATEGIES: tuple[str, ...] = tuple(s.value for s in Strategy)
 #: the codes of the strategies that replay
 REPLAYING: tuple[str, ...] = tuple(s.value for s in Strategy if SPECS[s].replays)

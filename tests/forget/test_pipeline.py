@@ -112,3 +112,12 @@ def test_every_entry_point_reaches_the_facades_one_pipeline(tmp_path, monkeypatc
     assert calls == [("s", calls[0][1])]
     svc = u.detect(mode="async", policy="auto")
     assert svc.forget == spy and svc.ctx is u.revocations.ctx.forget
+
+
+def test_a_strategy_named_by_its_descriptive_name_is_reported_by_its_code(tmp_path):
+    u, agent, store = _session(tmp_path)
+    plan = u.forget("s", RevocationEvent(target=SECRET), strategy="prefix-replay", agent=agent, dry_run=True)
+    assert plan.strategy == "B5'"
+    report = u.forget("s", RevocationEvent(target=SECRET), strategy="unsee", agent=agent)
+    assert report.committed and report.strategy == "B7"
+    assert SECRET not in str(state_of(agent, store, "s"))

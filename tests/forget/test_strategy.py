@@ -35,7 +35,18 @@ def test_aliases_are_the_same_members(alias, code):
     assert Strategy[alias] is Strategy(code)
 
 
-@pytest.mark.parametrize("bad", ["B42", "b7", "B5p", "B5P", "UNSEE", "", " B7", None, 7, ["B7"]])
+@pytest.mark.parametrize("name,code", [
+    ("nothing", "B0"), ("delete-record", "B1"), ("instruct", "B2"), ("redact-entry", "B3"), ("amputate", "B4"),
+    ("reset-replay", "B5"), ("prefix-replay", "B5'"), ("redact-all", "B6"), ("unsee", "B7"), ("ifc-only", "B8"),
+    ("ifc-replay", "B9"),
+])
+def test_a_descriptive_name_is_its_strategy(name, code):
+    assert Strategy.parse(name) is Strategy(code) and Strategy(code).alias == name
+    assert spec(name).code == code
+
+
+@pytest.mark.parametrize("bad", ["B42", "b7", "B5p", "B5P", "UNSEE", "Unsee", "prefix_replay", "", " B7", None, 7,
+                                 ["B7"]])
 def test_unknown_strategy(bad):
     with pytest.raises(UnknownStrategy) as e:
         Strategy.parse(bad)

@@ -8,7 +8,8 @@ is the model plugin's (``unsee.plugins.model.ScriptedChatModel``).
 
 - :mod:`.stand_in`, :mod:`.episode`, :mod:`.suites`, :mod:`.metrics`,
   :mod:`.forgetting` — ``unsee eval forgetting``: episodes and their suites,
-  the documented scripted stand-in, the paper's metrics, the runner;
+  the documented scripted stand-in, the metrics of "Forgetting Without
+  Restarting: Execution-State Unlearning for Stateful LLM Agents", the runner;
   :mod:`.window` (a view-only context window), :mod:`.endpoint` (an
   OpenAI-compatible endpoint as the model) and :mod:`.dojo_episodes` (the
   ``agentdojo`` suite).

@@ -26,7 +26,9 @@ or the record see them); ``ifc+forget`` (both, the detector endorsing for the
 IFC the observations it vetted: identifiers the task read from a clean or
 sanitized observation may reach sinks).
 
-``verdict="late"`` runs the seed's case instead: the agent processes the
+``verdict="late"`` runs the late-detection case of "Forgetting Without Restarting:
+Execution-State Unlearning for Stateful LLM Agents" instead (an injection detector
+flags a tool observation after the agent has processed it): the agent processes the
 injected observation (and follows it, where the IFC lets it), the detector's
 verdict arrives after the run, and each finding becomes a B7 forget of that
 thread (``side_effects="execute"``: calls only the counterfactual makes are

@@ -83,7 +83,8 @@ def make_app(unsee: UnseeFactory) -> typer.Typer:
 
 def make_eval_app(unsee: UnseeFactory) -> typer.Typer:
     """The ``eval`` command group: ``unsee eval forgetting``, ``unsee eval detectors``."""
-    app = typer.Typer(help="Measure forgetting (the paper's Tables 1-3) and injection detectors.",
+    app = typer.Typer(help="Measure forgetting (Tables 1-3 of \"Forgetting Without Restarting: Execution-State "
+                           "Unlearning for Stateful LLM Agents\") and injection detectors.",
                       no_args_is_help=True)
 
     @app.callback()

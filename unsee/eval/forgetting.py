@@ -307,8 +307,9 @@ class ForgettingResult(BaseModel):
 
 def _oracle_redaction(u: Unsee, session: str, episode: Episode, strategy: str, agent: Any, *,
                       entry_only: bool) -> None:
-    """The paper's oracle variant: the redaction baseline is also handed the excluded option's
-    name, as one more string to forget that entered the way the target did, and redacts it its
+    """The oracle variant of "Forgetting Without Restarting: Execution-State Unlearning for
+    Stateful LLM Agents": the redaction baseline is also handed the excluded option's name, as
+    one more string to forget that entered the way the target did, and redacts it its
     own way: B6 every copy, B3 only a copy in an observation from that source (none is left once
     the target's own redaction took the statement out: B3's derived artifacts keep the name)."""
     from unsee.middleware.errors import TargetNotFound
@@ -399,7 +400,7 @@ def run_forgetting(episodes: list[Episode], strategies: Sequence[str], *, unsee:
     caller may pass the ``Unsee`` class). ``model``: one of :data:`MODELS`; ``openai`` needs
     ``base_url`` (and takes ``model_name``, default: the endpoint's first model), checked before
     any episode runs (``EndpointUnreachable``). ``samples``: the sampled probe answer sets
-    behind Leak@k (k = ``samples``; the paper's Leak@5). ``oracle``: the paper's oracle variant of
+    behind Leak@k (k = ``samples``; the article's Leak@5). ``oracle``: the article's oracle variant of
     Table 3, where the redaction baselines (B3, B6) are also handed each preference episode's
     excluded option to redact (episodes without one: ``InvalidArgument``)."""
     from unsee.plugins.forget import Strategy

@@ -1,4 +1,5 @@
-"""The output of ``unsee eval forgetting``: the table in the paper's layout and the PNG plot."""
+"""The output of ``unsee eval forgetting``: the table in the layout of "Forgetting Without
+Restarting: Execution-State Unlearning for Stateful LLM Agents" and the PNG plot."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def _cells(result: ForgettingResult, row: metrics.StrategyRow) -> dict[str, str]
 
 
 def forgetting_tables(result: ForgettingResult, width: int) -> list[Any]:
-    """The paper's layout (strategies x any-leak per channel, then the summary metrics) as one
+    """The article's layout (strategies x any-leak per channel, then the summary metrics) as one
     rich Table when it fits ``width`` columns, else as two (any-leak per channel; the summary
     metrics), each with the strategy column: 19 columns never fit a 100-column terminal."""
     oracle = ", oracle (B3, B6 also redact the excluded option)" if result.oracle else ""
@@ -49,7 +50,7 @@ def forgetting_tables(result: ForgettingResult, width: int) -> list[Any]:
 
 
 def print_table(result: ForgettingResult, console: Any = None) -> None:
-    """The paper's layout: strategies x metrics (any-leak per channel, then the summary metrics),
+    """The article's layout: strategies x metrics (any-leak per channel, then the summary metrics),
     in two tables when one does not fit the console's width."""
     from rich.console import Console
 

@@ -10,7 +10,7 @@ cases' format (one case a line, ``{"injection": bool, "kind": str, "note": str,
 
 How they were written: by hand, by authors who had not read the
 detectors' code, their patterns, the hard cases or the other sets; sets 1 and 2
-before any detector was changed for the issue, sets 3 and 4 before the second
+before any detector was changed for them, sets 3 and 4 before the second
 round of changes (each author wrote one set, in a voice and formats of its own,
 and none saw the texts written for training, ``train_written_*.jsonl``);
 nothing is drawn from AgentDojo or another data set.

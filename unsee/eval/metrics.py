@@ -1,4 +1,5 @@
-"""The metrics of ``unsee eval forgetting`` (the paper's Tables 1-3), as pure functions.
+"""The metrics of ``unsee eval forgetting`` (Tables 1-3 of "Forgetting Without Restarting:
+Execution-State Unlearning for Stateful LLM Agents"), as pure functions.
 
 Nothing here runs an agent or touches a file: the runner (:mod:`.forgetting`)
 reads what each strategy left behind into an :class:`EpisodeState`, asks the
@@ -38,7 +39,7 @@ from unsee.plugins.erasure import holds_target
 #: - ``plans``: model-authored plans and intermediate AI text other than the final answer.
 #: - ``tool_args``: arguments of non-routing tool calls.
 #: - ``routing_args``: arguments of routing (consequential) tool calls, e.g. a transfer's
-#:   account. Reported apart because on the paper's tool suite 98% of B0/B1 leaks flow
+#:   account. Reported apart because on the article's tool suite 98% of B0/B1 leaks flow
 #:   through them.
 #: - ``memory``: memory store items.
 #: - ``messages``: every live message text.

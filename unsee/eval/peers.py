@@ -64,5 +64,5 @@ class ToolwallRules:
                         artifact_id)]
 
 
-#: the ``module:attr`` name the issue uses (``--detector unsee.eval.peers:toolwall_rules``)
+#: the ``module:attr`` name a command line gives (``--detector unsee.eval.peers:toolwall_rules``)
 toolwall_rules = ToolwallRules

@@ -21,7 +21,8 @@ tried on the last message:
    ``"never book with <airline>"`` or the stand-in's own note of it, ``"I
    will avoid <airline>"`` (then the next). A preference it was told to
    forget (rule 8) is *still acted on*: instruction-following models stop
-   saying a value, not using it (the paper's residue).
+   saying a value, not using it (the residue of "Forgetting Without Restarting:
+   Execution-State Unlearning for Stateful LLM Agents").
 6a. **A standing rule** (a user message holding ``"never book with
    <airline>"``): acknowledge it in its own words, ``"Noted: I will avoid
    <airline> when booking."`` — a paraphrase that no longer contains the

@@ -11,7 +11,8 @@ the same episodes, so a run can be repeated and compared (``save``/``load``).
   lengths vary independently; later turns plan from it, summarise it (LangChain's
   ``SummarizationMiddleware``), route a consequential ``transfer`` to the
   account just read, and write a note to memory.
-- ``preference`` (the paper's residue episodes): the user states an exclusion
+- ``preference`` (the residue episodes of "Forgetting Without Restarting:
+  Execution-State Unlearning for Stateful LLM Agents"): the user states an exclusion
   ("never book with Airline X"); the revocation target is that statement; the
   last turns give the agent a choice that includes the excluded airline.
 - ``windowed``: the ``support`` episodes on an agent whose model sees only the
