@@ -590,7 +590,7 @@ def erase_cmd(
                     "stands (nothing was written)", soft_wrap=True)
         c.print(f"receipt: {result.path} (signed; check it with: unsee receipt verify {result.path})", soft_wrap=True)
     if not result.clean:
-        raise typer.Exit(1)
+        raise typer.Exit(NO)
 
 
 def _erase_subject(subject, threads: list[str], namespaces: list[str], targets: list[str], agent, as_json: bool):
@@ -615,7 +615,7 @@ def _erase_subject(subject, threads: list[str], namespaces: list[str], targets: 
         _print_incomplete(c, result.after.incomplete, "erasure's audit")
         c.print(f"receipt: {result.path} (signed; check it with: unsee receipt verify {result.path})", soft_wrap=True)
     if not result.clean:
-        raise typer.Exit(1)
+        raise typer.Exit(NO)
 
 
 @app.command("audit")
@@ -657,7 +657,7 @@ def audit_cmd(
         _print_incomplete(c, report.incomplete, "audit")
         _print_others(c, report.other_sessions, "audit")
     if not report.clean:
-        raise typer.Exit(1)
+        raise typer.Exit(NO)
 
 
 @app.command("surface")
@@ -707,7 +707,7 @@ def surface_cmd(
         if marker is not None:
             c.print(f"{held} {'copy' if held == 1 else 'copies'} of the marker in this home's routes", soft_wrap=True)
     if held:
-        raise typer.Exit(1)
+        raise typer.Exit(NO)
 
 
 def _duration(text: str):
@@ -838,7 +838,7 @@ def receipt_verify_cmd(
         c.print(f"audit now: {audit.copies} copies")
         _print_others(c, audit.other_sessions, "erasure")
     if not ok or (audit is not None and not audit.clean):
-        raise typer.Exit(1)
+        raise typer.Exit(NO)
 
 
 @app.command("serve")

@@ -516,9 +516,15 @@ class Unsee:
         finally:
             replay_loop.reset(token)
 
+    # every other action, the same way (its work is the database's and the disk's: a worker thread)
     aerase = _in_thread("erase")
     aaudit = _in_thread("audit")
     aretention = _in_thread("retention")
+    aerase_subject = _in_thread("erase_subject")
+    asurface = _in_thread("surface")
+    aview = _in_thread("view")
+    aexport_otlp = _in_thread("export_otlp")
+    aexport_jaeger_json = _in_thread("export_jaeger_json")
 
     def close(self) -> None:
         if self.environments is not None:

@@ -291,3 +291,13 @@ async def test_async_forget_erase_audit_leave_the_loop_free(recorded):
     assert (await u.aerase("t1", RevocationEvent(target=SECRET))).clean
     t.cancel()
     assert ticks > 10  # the loop kept running during the replay and the erasure
+
+
+async def test_every_action_has_an_async_twin(recorded):
+    home, u, agent, close = recorded
+    actions = ("forget", "erase", "erase_subject", "retention", "audit", "surface", "view", "export_otlp",
+               "export_jaeger_json")
+    assert all(callable(getattr(u, f"a{name}", None)) for name in actions)
+    assert (await u.asurface(agent=agent, marker=SECRET)) is not None
+    assert (await u.aview("t1", detect=False))["graph"]["artifacts"]
+    assert await u.aexport_jaeger_json("t1", home / "t1.json") > 0
