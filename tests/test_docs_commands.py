@@ -54,10 +54,11 @@ RUNS: dict[str, list[str]] = {
     "unsee audit SESSION --target TEXT": ["unsee audit demo --target 'no such text'",
                                           "unsee audit demo --target 'no such text' --json"],
     "unsee erase SESSION --target TEXT [--agent module:attribute]": ["ERASE_FLOW"],
-    "unsee surface [--agent module:attribute] [--marker TEXT]": [
-        "unsee surface", "unsee surface --agent unsee.demo:agent_factory --marker 'no such text'"],
-    "unsee surface --agent unsee.demo:agent_factory --marker TEXT --json": [
-        "unsee surface --agent unsee.demo:agent_factory --marker 'no such text' --json"],
+    "unsee surface [--agent module:attribute] [--target TEXT]": [
+        "unsee surface", "unsee surface --agent unsee.demo:agent_factory --target 'no such text'",
+        "unsee surface --agent unsee.demo:agent_factory --marker 'no such text'"],
+    "unsee surface --agent unsee.demo:agent_factory --target TEXT --json": [
+        "unsee surface --agent unsee.demo:agent_factory --target 'no such text' --json"],
     "unsee receipt verify FILE [--target TEXT]": ["ERASE_FLOW"],
     "unsee sandbox build-image | cleanup": ["DOCKER unsee sandbox build-image",
                                             "DOCKER unsee sandbox cleanup --env no-such-env"],

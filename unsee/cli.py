@@ -415,8 +415,11 @@ def forget_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="print the plan, change nothing"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     reason: str = typer.Option("", "--reason", help="why (kept in the report)"),
-    all_sessions: bool = typer.Option(False, "--all-sessions",
-                                      help="also forget it in every session it reached through shared memory"),
+    scope: Optional[str] = typer.Option(None, "--scope",
+                              help="session (the default: this session; the others it reached are listed) or "
+                                   "all (also forget it in every session it reached through shared memory), as "
+                                   "scope= in Python"),
+    all_sessions: bool = typer.Option(False, "--all-sessions", help="the same as --scope all"),
     erase: bool = typer.Option(True, "--erase/--no-erase",
                                help="after a committed replay, erase the target from every stored record and "
                                     "sign a receipt (default); --no-erase keeps the old record"),
@@ -453,13 +456,17 @@ def forget_cmd(
         raise _bad_value("--target", e) from e
     if not session.strip():
         raise cx.BadParameter("SESSION must be a non-empty session id")
+    if scope is not None and scope not in ("session", "all"):
+        raise cx.BadParameter(f"--scope must be session or all, got {scope!r}")
+    if all_sessions and scope == "session":
+        raise cx.BadParameter("--all-sessions is --scope all: give one of them")
+    scope = "all" if all_sessions else scope or "session"
     if ifc is not None and not all(isinstance(x, str) and x.strip() for x in ifc):
         raise cx.BadParameter("--ifc must name a sink, tool.argument (e.g. send_email.to)")
     compiled, u = _agent_and_unsee(agent)
     if ifc:
         u.ifc(list(ifc))  # (InvalidSinkSpec, exit 2, before anything is changed)
-    result = u.forget(session, event, strategy, agent=compiled, dry_run=dry_run, erase=erase,
-                      scope="all" if all_sessions else "session")
+    result = u.forget(session, event, strategy, agent=compiled, dry_run=dry_run, erase=erase, scope=scope)
     if as_json:
         print(result.model_dump_json(indent=1))
     else:
@@ -664,7 +671,9 @@ def audit_cmd(
 def surface_cmd(
     agent: Optional[str] = typer.Option(None, "--agent", help="module:attribute of the agent (its checkpointer "
                                                               "and store), e.g. --agent unsee.demo:agent_factory"),
-    marker: Optional[str] = typer.Option(None, "--marker", help="count the copies of this text each route holds now"),
+    target: Optional[str] = typer.Option(None, "--target", help="count the copies of this text each route holds "
+                                                                "now (as unsee audit --target does)"),
+    marker: Optional[str] = typer.Option(None, "--marker", help="the same as --target"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
     """The rollback surface of this deployment: what a restore brings back, what a deletion leaves.
@@ -673,12 +682,15 @@ def surface_cmd(
     Record", answered for this home and agent: which routes they write, which
     sit inside LangGraph's recovery boundary (a restore brings them back) and
     which outside, what each deletion primitive mutates on each, and with
-    --marker how many copies of the text each route holds now (every
-    session's). Changes nothing; with --marker, exit 1 if any route holds a
+    --target how many copies of the text each route holds now (every
+    session's). Changes nothing; with --target, exit 1 if any route holds a
     copy.
     """
+    if target is not None and marker is not None:
+        raise cx.BadParameter("--marker is --target: give one of them")
+    marker = target if target is not None else marker
     if marker is not None and not marker.strip():
-        raise cx.BadParameter("--marker must not be empty")
+        raise cx.BadParameter("--target must not be empty")
     compiled, u = _agent_and_unsee(agent)
     report = u.surface(agent=compiled, marker=marker)
     held = sum(r.marker_copies or 0 for r in report.routes)

@@ -452,12 +452,18 @@ class Unsee:
         """Scan every route for ``target`` (bytes and values); an ``AuditReport``. Changes nothing."""
         return self._eraser().audit(thread_id, target, agent=self._agent_for(thread_id, agent))
 
-    def surface(self, *, agent=None, marker: str | None = None):
+    def surface(self, *, agent=None, marker: str | None = None, target: str | None = None):
         """The rollback surface of this home and ``agent`` (a ``SurfaceReport``): which routes
         they write, which sit inside LangGraph's recovery boundary, what each deletion primitive
         (``delete_thread``, ``RemoveMessage``, ``store.delete``, ``u.forget``, ``u.erase``,
-        ``u.erase_subject``, ``u.retention``) mutates on each, and with ``marker`` how many copies
-        of it each route holds now, per session. Changes nothing. See docs/surface.md."""
+        ``u.erase_subject``, ``u.retention``) mutates on each, and with ``target`` (the word
+        ``audit`` uses; ``marker`` is the same) how many copies of it each route holds now, per
+        session. Changes nothing. See docs/surface.md."""
+        if target is not None and marker is not None:
+            from unsee.middleware.errors import InvalidArgument
+
+            raise InvalidArgument("marker is target: give one of them")
+        marker = target if target is not None else marker
         offered = {name: None if callable(getattr(self, name.removeprefix("u."), None)) else "not in this version"
                    for name in ("u.forget", "u.erase", "u.erase_subject", "u.retention")}
         return self._eraser().surface(agent or self.recorder.last_agent, marker, offered=offered)

@@ -7,7 +7,7 @@ code  meaning
 ====  =====================================================================
 0     done
 1     done, and the answer is "no": a copy remains in scope or an audit
-      could not read every route (``audit``, ``erase``, ``surface --marker``,
+      could not read every route (``audit``, ``erase``, ``surface --target``,
       a ``forget`` whose record is not erased clean), a receipt's signature
       is invalid, the target occurs in no recorded artifact
 2     bad usage or input: an unknown option, session, event or thread, a
@@ -48,7 +48,7 @@ INTERRUPTED = 130
 TABLE: tuple[tuple[int, str], ...] = (
     (OK, "done"),
     (NO, 'done, and the answer is "no": a copy remains in scope or an audit could not read every route (audit, '
-         "erase, surface --marker, a forget whose record is not erased clean), a receipt's signature is invalid, "
+         "erase, surface --target, a forget whose record is not erased clean), a receipt's signature is invalid, "
          "the target occurs in no recorded artifact"),
     (USAGE, "bad usage or input: an unknown option, session, event or thread, a value unsee cannot use, a "
             "session or agent a forget refused before changing anything (a shape a replay cannot rebuild yet, "

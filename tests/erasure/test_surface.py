@@ -48,6 +48,11 @@ def test_marker_copies_per_route_and_session_before_and_after_a_forget(tmp_path)
     try:
         run(agent, "t1")
         before = u.surface(agent=agent, marker=SECRET)
+        by_target = u.surface(agent=agent, target=SECRET)  # the word audit uses: the same counts
+        assert [(r.name, r.marker_copies) for r in by_target.routes] == [(r.name, r.marker_copies)
+                                                                         for r in before.routes]
+        with pytest.raises(InvalidArgument):
+            u.surface(agent=agent, marker=SECRET, target=SECRET)
         by = {r.name: r for r in before.routes}
         assert before.marker and by["langgraph.checkpoints"].boundary == "inside"
         # (copies in free pages or the WAL belong to no row: "(no session)")
