@@ -554,3 +554,34 @@ def test_the_checker_sees_private_references():
     assert [b for b in private_references("x.py", titled) if "paper" in b] == []
     assert private_references("x.md", "see `../shared/seeds/retention-inversion.txt`") == [
         "x.md:1: a path outside the repository ('../shared')", "x.md:1: a source file ('seeds/')"]
+
+
+# -- the facade keeps its type at the ports --------------------------------------------------------
+def facade_typed_as_any(path: str, tree: ast.AST) -> list[str]:
+    """``path:line`` where the facade's type is lost: ``Unsee = Any``, or a parameter ``u`` (the
+    facade, by this code's convention) annotated ``Any``."""
+
+    def is_any(node: ast.AST | None) -> bool:
+        return (isinstance(node, ast.Name) and node.id == "Any") or (
+            isinstance(node, ast.Constant) and node.value == "Any")
+
+    bad = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and is_any(node.value) and any(
+                isinstance(t, ast.Name) and t.id == "Unsee" for t in node.targets):
+            bad.append(f"{path}:{node.lineno}: Unsee = Any")
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]:
+                if a.arg == "u" and is_any(a.annotation):
+                    bad.append(f"{path}:{a.lineno}: {node.name}(u: Any)")
+    return bad
+
+
+def test_the_facade_is_never_typed_any():
+    bad = [b for name, path in sorted(MODULES.items()) for b in facade_typed_as_any(name, tree_of(name))]
+    assert not bad, "the facade's type lost at a port (import it under TYPE_CHECKING):\n" + "\n".join(bad)
+
+
+def test_the_checker_sees_the_facade_typed_any():
+    tree = ast.parse("Unsee = Any\ndef f(u: Any, v: Any): ...\ndef g(u: 'Unsee'): ...\n")
+    assert facade_typed_as_any("m", tree) == ["m:1: Unsee = Any", "m:2: f(u: Any)"]

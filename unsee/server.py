@@ -39,7 +39,7 @@ import json
 import logging
 import threading
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -52,6 +52,9 @@ from unsee.sandbox.errors import DaemonLost
 
 log = logging.getLogger("unsee.server")
 MAX_BODY = 1 << 20
+
+if TYPE_CHECKING:
+    from unsee.core import Unsee
 
 
 class RevocationRequest(BaseModel):
@@ -79,7 +82,7 @@ def _bearer(header: str | None) -> bytes:
     return credentials.strip().encode() if scheme.lower() == "bearer" else b""
 
 
-def make_server(u: Any, token: str, host: str = "127.0.0.1", port: int = 8765, agent: Any = None,
+def make_server(u: Unsee, token: str, host: str = "127.0.0.1", port: int = 8765, agent: Any = None,
                 read_timeout: float = 10.0) -> JSONServer:
     if not token:
         raise InvalidArgument("unsee serve needs a token (--token or UNSEE_SERVE_TOKEN)")
@@ -121,7 +124,7 @@ def make_server(u: Any, token: str, host: str = "127.0.0.1", port: int = 8765, a
     return JSONServer((host, port), Handler)
 
 
-def serve_in_thread(u: Any, token: str, host: str = "127.0.0.1", port: int = 0, agent: Any = None,
+def serve_in_thread(u: Unsee, token: str, host: str = "127.0.0.1", port: int = 0, agent: Any = None,
                     read_timeout: float = 10.0) -> JSONServer:
     """Start the server in a daemon thread; returns it (``server.server_address`` has the port)."""
     server = make_server(u, token, host, port, agent, read_timeout)

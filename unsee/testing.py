@@ -64,7 +64,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -78,6 +78,9 @@ __all__ = ["AgentCase", "AgentWorld", "CompatFailure", "CompatResult", "Scripted
 DEFAULT_SECRET = "4417-2231-9034"
 #: the thread the recorded session runs in, and the one the reference runs in
 THREAD, REFERENCE_THREAD = "compat", "compat-reference"
+
+if TYPE_CHECKING:
+    from unsee.core import Unsee
 
 
 class CompatFailure(AssertionError):
@@ -353,7 +356,7 @@ class _Ops:
             return app.get_state(_config(thread)).values
         return self.loop.run(app.aget_state(_config(thread))).values
 
-    def forget(self, u: Any, event: Any, app: Any, **kw: Any) -> Any:
+    def forget(self, u: Unsee, event: Any, app: Any, **kw: Any) -> Any:
         if self.loop is None:
             return u.forget(THREAD, event, agent=app, **kw)
         return self.loop.run(u.aforget(THREAD, event, agent=app, **kw))

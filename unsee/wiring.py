@@ -11,12 +11,61 @@ when a forget or an erasure runs.
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .config import version
 
-#: the facade (``unsee.core.Unsee``); not imported here: core imports this module
-Unsee = Any
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from unsee.middleware.graph import ProvenanceGraph
+    from unsee.middleware.hashing import ContentHasher
+    from unsee.middleware.recorder import Recorder
+    from unsee.middleware.records import SessionInfo
+    from unsee.middleware.store import ProvenanceStore
+    from unsee.sandbox import Ledger
+
+
+class Unsee(Protocol):
+    """What the wiring reads from the facade (``unsee.core.Unsee`` is one): its parts and the
+    actions a port forwards to, never its decisions. A protocol, not the class: core imports
+    this module."""
+
+    home: Path
+    store: ProvenanceStore
+    recorder: Recorder
+    hasher: ContentHasher
+    tracer_provider: TracerProvider
+    #: the session sandboxes (``unsee.plugins.tools.SessionEnvironments``), None without Docker/local
+    environments: Any
+    #: the local model (its KV cache is cropped by a replay), None until one is made
+    local_model: Any
+    #: the IFC interceptor, None until ``ifc()`` enables it
+    ifc_interceptor: Any
+    #: the default retention policy (``unsee.plugins.erasure.RetentionPolicy``), None: keep everything
+    retention_policy: Any
+
+    @property
+    def ledger(self) -> Ledger: ...
+
+    @property
+    def revocations(self) -> Any: ...
+
+    def flush(self) -> None: ...
+
+    def session(self, thread_id: str) -> SessionInfo: ...
+
+    def sessions(self) -> list[SessionInfo]: ...
+
+    def graph(self, thread_id: str) -> ProvenanceGraph: ...
+
+    def erase(self, thread_id: str, event: Any, *, agent: Any = None) -> Any: ...
+
+    def erase_subject(self, threads: Any = (), namespaces: Any = (), targets: Any = (), *, agent: Any = None,
+                      subject: Any = None) -> Any: ...
+
+    def _shared_db(self) -> Any: ...
 
 
 def revocation_pipeline(u: Unsee) -> Any:
