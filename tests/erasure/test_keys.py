@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import re
 import sqlite3
-import time
 
 import pytest
 from langchain.agents import create_agent
@@ -191,29 +190,6 @@ def test_cipher_contract(store):
         EncryptingSaver(InMemorySaver(), store)
     plain = InMemorySaver()
     assert encrypting(plain, store).inner is plain and plain.serde.cipher.store is store
-
-
-def test_overhead(tmp_path, store):
-    """200 invokes on SqliteSaver with and without encryption (printed with -s)."""
-    def run(saver, n=200) -> float:
-        agent = _agent(saver)
-        _say(agent, "warm", "warm up")
-        t = time.perf_counter()
-        for i in range(n):
-            _say(agent, f"t{i % 10}", f"message {i} {SECRET}")
-        return time.perf_counter() - t
-
-    conns, plain, enc = [], [], []
-    for rnd in range(2):  # alternate, keep the best of each: the machine's noise is larger than the cost
-        conns += [sqlite3.connect(tmp_path / f"enc{rnd}.sqlite", check_same_thread=False),
-                  sqlite3.connect(tmp_path / f"plain{rnd}.sqlite", check_same_thread=False)]
-        enc.append(run(encrypting(lambda serde: SqliteSaver(conns[-2], serde=serde), store)))
-        plain.append(run(SqliteSaver(conns[-1])))
-    for c in conns:
-        c.close()
-    plain, enc = min(plain), min(enc)
-    print(f"\n200 invokes: plain {plain:.3f}s, encrypted {enc:.3f}s, ratio {enc / plain:.2f}")
-    assert enc / plain < 4
 
 
 # --- key bookkeeping of EncryptingSaver's optional methods (issue 29) -------------------------

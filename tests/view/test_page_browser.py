@@ -9,7 +9,6 @@ Debian package ``chromium``. The page reports what Cytoscape holds in the
 from __future__ import annotations
 
 import re
-import time
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import quote
@@ -138,9 +137,7 @@ def big(tmp_path_factory):
 def test_10k_artifacts_collapsed(big):
     payload, tmp_path = big
     arts = payload["graph"]["artifacts"]
-    t0 = time.monotonic()
     page = _open(tmp_path, payload, "big", budget_ms=15000)
-    elapsed = time.monotonic() - t0
     turns = {a["turn"] for a in arts}
     assert _int(page, "collapsed") == 1 and _int(page, "nodes") == len(turns) == 1000
     assert _int(page, "edges") == len(payload["graph"]["layout"]["turn_edges"])
@@ -148,22 +145,16 @@ def test_10k_artifacts_collapsed(big):
     assert _int(page, "highlighted") == len(closure_turns)
     png = screenshot(tmp_path / "big.html", tmp_path / "big.png")
     assert png.stat().st_size > 10_000
-    print(f"10k collapsed: render + dump {elapsed:.1f}s")
-    assert elapsed < 120
 
 
 def test_10k_artifacts_expanded(big):
     payload, tmp_path = big
     arts = payload["graph"]["artifacts"]
-    t0 = time.monotonic()
     page = _open(tmp_path, payload, "big-expanded", fragment="mode=expanded", budget_ms=15000)
-    elapsed = time.monotonic() - t0
     assert _int(page, "collapsed") == 0
     assert _int(page, "nodes") == len(arts)
     assert _int(page, "edges") == parent_links(arts)
     assert _int(page, "highlighted") == len(payload["target"]["closure"])
-    print(f"10k expanded: render + dump {elapsed:.1f}s")
-    assert elapsed < 120
 
 
 def test_stats_report_errors(tmp_path):
