@@ -97,6 +97,8 @@ ROWS = [
     ("audit-unknown", ["audit", "nope", "--target", SECRET], 2),
     ("erase-not-forgotten", ["erase", "d", "--target", SECRET], 2),
     ("erase-subject-bad-namespace", ["erase", "--subject", "ann", "--namespace", ""], 2),
+    ("erase-subject-cmd-bad-namespace", ["erase-subject", "ann", "--namespace", ""], 2),
+    ("erase-subject-cmd-empty-name", ["erase-subject", " ", "--thread", "d"], 2),
     ("retention-bad-policy", ["retention", "d", "--keep", "bogus"], 2),
     ("retention-no-agent", ["retention", "d", "--keep", "latest"], 2),
     ("eval-unknown-suite", ["eval", "forgetting", "--suite", "nope", "--model", "scripted"], 2),

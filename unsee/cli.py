@@ -563,11 +563,9 @@ def erase_cmd(
     a checkpointer, a file it cannot read: listed, and in the receipt's
     "incomplete").
 
-    With --subject NAME --thread T ... --namespace users/dana ...: the threads
-    are deleted whole, the namespaces' items atomically, those sessions'
-    records, ledger texts, sandboxes and exports dropped; every route is
-    audited for each --target and the sessions' recorded content; one signed
-    receipt. Exit 1 if a copy remains.
+    With --subject NAME --thread T ... --namespace users/dana ...: the same as
+    unsee erase-subject NAME (a data subject's threads and namespaces, whole;
+    one signed receipt).
     """
     from unsee.plugins.forget import RevocationEvent
 
@@ -598,6 +596,29 @@ def erase_cmd(
         c.print(f"receipt: {result.path} (signed; check it with: unsee receipt verify {result.path})", soft_wrap=True)
     if not result.clean:
         raise typer.Exit(NO)
+
+
+@app.command("erase-subject")
+def erase_subject_cmd(
+    subject: str = typer.Argument(..., help="the data subject's name (it names the receipt's keyed hash)"),
+    threads: Optional[list[str]] = typer.Option(None, "--thread", help="a session of the subject, deleted whole "
+                                                                       "(repeatable)"),
+    namespaces: Optional[list[str]] = typer.Option(None, "--namespace", help="a memory-store namespace path, "
+                                                                             "users/dana (repeatable)"),
+    targets: Optional[list[str]] = typer.Option(None, "--target", help="a text to audit for (repeatable)"),
+    agent: Optional[str] = typer.Option(
+        None, "--agent", help="module:attribute of the agent (its checkpointer and store), "
+                              "e.g. --agent unsee.demo:agent_factory"),
+    as_json: bool = typer.Option(False, "--json", help="print the signed receipt as JSON"),
+) -> None:
+    """Erase a data subject: its sessions and memory namespaces, whole, with one signed receipt.
+
+    The --thread sessions are deleted whole, the --namespace items atomically,
+    those sessions' records, ledger texts, sandboxes and exports dropped; every
+    route is audited for each --target and the sessions' recorded content.
+    The same as unsee erase --subject NAME. Exit 1 if a copy remains.
+    """
+    return _erase_subject(subject, threads or [], namespaces or [], targets or [], agent, as_json)
 
 
 def _erase_subject(subject, threads: list[str], namespaces: list[str], targets: list[str], agent, as_json: bool):

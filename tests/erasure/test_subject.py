@@ -387,7 +387,8 @@ def cli_agent():
 
 
 @sqlite_records
-def test_cli_erase_subject(tmp_path):
+@pytest.mark.parametrize("command", [["erase", "--subject", "ann"], ["erase-subject", "ann"]])
+def test_cli_erase_subject(tmp_path, command):
     from typer.testing import CliRunner
 
     from unsee.cli import app
@@ -399,7 +400,7 @@ def test_cli_erase_subject(tmp_path):
     finally:
         close()
     try:
-        res = CliRunner().invoke(app, ["--home", str(home), "erase", "--subject", "ann", "--thread", "a1",
+        res = CliRunner().invoke(app, ["--home", str(home), *command, "--thread", "a1",
                                        "--thread", "a2", "--namespace", "users/ann", "--target", CARDS["a"],
                                        "--agent", "test_subject:cli_agent", "--json"])
     finally:
