@@ -77,7 +77,7 @@ def check_db(path: Path, tables: frozenset[str]) -> bool:
             expected = f" of {pages * page_size}" if header_valid else ""
             raise StoreDamaged(path, f"truncated: {size} bytes{expected}")
     try:
-        conn = _connect_ro(path)
+        conn = connect_ro(path)
     except sqlite3.Error as e:
         raise StoreDamaged(path, str(e)) from e
     try:
@@ -110,7 +110,7 @@ def _wal_pending(path: Path) -> bool:
     return wal.exists() and wal.stat().st_size > 0
 
 
-def _connect_ro(path: Path) -> sqlite3.Connection:
+def connect_ro(path: Path) -> sqlite3.Connection:
     """A connection that cannot write the file or create files beside it (immutable unless
     a WAL is pending, whose pages must be read; its -shm is there already then)."""
     uri = f"file:{quote(str(path.resolve()))}?mode=ro" + ("" if _wal_pending(path) else "&immutable=1")
@@ -120,7 +120,7 @@ def _connect_ro(path: Path) -> sqlite3.Connection:
 def _vault_has_content(path: Path) -> bool:
     if not path.exists() or path.stat().st_size == 0:
         return False
-    conn = _connect_ro(path)
+    conn = connect_ro(path)
     try:
         return conn.execute("SELECT EXISTS(SELECT 1 FROM content)").fetchone()[0] == 1
     except sqlite3.DatabaseError:

@@ -55,7 +55,7 @@ from .forms import target_forms
 from .history import implemented
 from .journal import Journal
 from .owners import attribute_sqlite
-from .ports import ErasureContext
+from .ports import ErasureContext, Records
 from .receipt import (Receipt, RouteReceipt, SigningKey, read_receipt, receipts_in, save_receipt, sign_receipt,
                       stored_receipt, stored_receipts, trusted_key, verify_signature, write_receipt)
 from .shared import shared_db
@@ -193,21 +193,9 @@ def _label(agent: Any) -> str:
     return f"{type(agent).__name__} {name!r}" if isinstance(name, str) and name else type(agent).__name__
 
 
-def memory_records(records: Any, sessions: list[str]) -> int:
-    """How many memory reads/writes unsee recorded in ``sessions`` (0 when the records cannot say)."""
-    if (count := getattr(records, "count_artifacts", None)) is not None:  # a count, not a read
-        return sum(count(s, _MEMORY_ARTIFACTS) for s in sessions)
-    artifacts = getattr(records, "artifacts", None)
-    if artifacts is None:
-        return 0
-    n = 0
-    for s in sessions:
-        try:
-            got = artifacts(s)
-        except LookupError:
-            continue
-        n += sum(1 for a in got if getattr(a.type, "value", a.type) in _MEMORY_ARTIFACTS)
-    return n
+def memory_records(records: Records, sessions: list[str]) -> int:
+    """How many memory reads/writes unsee recorded in ``sessions`` (a count in the store, not a read)."""
+    return sum(records.count_artifacts(s, _MEMORY_ARTIFACTS) for s in sessions)
 
 
 def agent_gaps(records: Any, sessions: list[str], agent: Any, memory: int | None = None) -> list[str]:

@@ -8,7 +8,7 @@ the agent whose checkpointer and memory store it rewrites.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +30,7 @@ class Records(Protocol):
     def drop_session(self, session_id: str) -> None: ...
     def retarget_checkpoints(self, session_id: str, thread_prefix: str) -> int: ...
     def commits_of(self, session_id: str) -> list[tuple[str, str, str, str | None]]: ...
+    def count_artifacts(self, session_id: str, types: Collection[str]) -> int: ...
 
 
 class CallLedger(Protocol):

@@ -44,8 +44,8 @@ def _got(value: Any) -> str:
 
 
 def validate_forget_args(session: Any, event: Any, strategy: Any, *, agent: Any = None,
-                         side_effects: Any = "defer", **flags: Any) -> None:
-    """Check every argument of a forget before anything is read or written.
+                         side_effects: Any = "defer", **flags: Any) -> Strategy:
+    """Check every argument of a forget before anything is read or written; the strategy parsed.
 
     Raises ``InvalidArgument`` (a ``ValueError``) or ``UnknownStrategy`` naming
     the argument, what it must be and what it got.
@@ -58,7 +58,7 @@ def validate_forget_args(session: Any, event: Any, strategy: Any, *, agent: Any 
                               "forget in the session it was made for")
     if not isinstance(event, RevocationEvent):
         raise InvalidArgument(f"event must be a RevocationEvent, e.g. RevocationEvent(target=...), got {_got(event)}")
-    Strategy.parse(strategy)  # UnknownStrategy
+    parsed = Strategy.parse(strategy)  # UnknownStrategy
     if agent is not None:
         from langgraph.pregel import Pregel
 
@@ -73,6 +73,7 @@ def validate_forget_args(session: Any, event: Any, strategy: Any, *, agent: Any 
     for name, value in flags.items():
         if not isinstance(value, bool):
             raise InvalidArgument(f"{name} must be True or False, got {_got(value)}")
+    return parsed
 
 
 def _masked(effect: SideEffect, target: str, hasher: Any) -> SideEffect:

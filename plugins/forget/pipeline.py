@@ -36,7 +36,6 @@ from .operator import Forgetter, validate_forget_args
 from .ports import RevocationContext
 from .report import ForgetPlan, ForgetReport, StepError
 from .spread import Spread, spread_from
-from .strategy import Strategy
 from .trace import emit, failed_spans, forget_spans, phase, timing
 
 log = logging.getLogger("unsee.forget")
@@ -60,9 +59,8 @@ class RevocationPipeline:
             raise InvalidArgument(f"erase must be True or False, got {type(erase).__name__} {erase!r}")
         if scope not in SCOPES:
             raise InvalidArgument(f"scope must be 'session' or 'all', got {type(scope).__name__} {scope!r}")
-        validate_forget_args(session, event, strategy, agent=agent, side_effects=side_effects,
-                             dry_run=dry_run, commit=commit, wait=wait)
-        strategy = Strategy.parse(strategy).code  # a descriptive name travels as its code
+        strategy = validate_forget_args(session, event, strategy, agent=agent, side_effects=side_effects,
+                                        dry_run=dry_run, commit=commit, wait=wait).code  # a name travels as its code
         if dry_run:
             return self.forgetter.forget(session, event, strategy, agent=agent, dry_run=True, wait=wait,
                                          side_effects=side_effects)

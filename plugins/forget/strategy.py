@@ -88,8 +88,7 @@ class Strategy(enum.Enum):
     @property
     def alias(self) -> str:
         """The descriptive name, as a command line spells it: ``Strategy.B5P.alias == "prefix-replay"``."""
-        return next(n for n, m in type(self).__members__.items() if m is self and n != self.name
-                    ).lower().replace("_", "-")
+        return _ALIASES[self]
 
 
 @dataclass(frozen=True)
@@ -142,8 +141,11 @@ SPECS: dict[Strategy, StrategySpec] = {
 }
 del S
 
+#: member -> its descriptive name (the enum's alias, lower case, "-" for "_": Strategy.B7 -> "unsee")
+_ALIASES: dict[Strategy, str] = {m: n.lower().replace("_", "-") for n, m in Strategy.__members__.items()
+                                 if n != m.name}
 #: descriptive name -> member ("unsee" -> Strategy.B7)
-_BY_ALIAS: dict[str, Strategy] = {s.alias: s for s in Strategy}
+_BY_ALIAS: dict[str, Strategy] = {a: s for s, a in _ALIASES.items()}
 #: every code, in the article's order
 STRATEGIES: tuple[str, ...] = tuple(s.value for s in Strategy)
 #: the codes of the strategies that replay

@@ -21,12 +21,12 @@ unresolved (``before_prefix`` set, ``before_artifacts`` the suffix only).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import sqlite3
 import tempfile
-import hashlib
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -71,6 +71,17 @@ def prefix_digest(artifacts: Iterable[tuple], checkpoints: Iterable[tuple]) -> s
     for cid, seq in checkpoints:
         h.update(f"c\0{cid}\0{seq}\n".encode())
     return h.hexdigest()
+
+
+def _prefix_ref(below: int, artifacts: list[tuple], checkpoints: list[tuple]) -> PrefixRef:
+    """The reference to a prefix, from its artifacts' and checkpoints' keys (:func:`prefix_digest`)."""
+    return PrefixRef(below_seq=below, artifacts=len(artifacts), checkpoints=len(checkpoints),
+                     digest=prefix_digest(artifacts, checkpoints))
+
+
+def _keys(artifacts: Iterable[Any], checkpoints: Iterable[Any]) -> tuple[list[tuple], list[tuple]]:
+    """The digest's keys of recorded artifacts and checkpoints."""
+    return ([(a.id, a.seq, a.type.value, a.committed) for a in artifacts], [(c.id, c.seq) for c in checkpoints])
 
 
 class ForgetRecord(BaseModel):
@@ -195,6 +206,7 @@ def graph_prefix(graph: Any) -> PrefixSource:
 def home_prefix(home: str | os.PathLike, session_id: str) -> PrefixSource:
     """The prefix source of a home's embedded record (``<home>/provenance.sqlite``), read-only; a
     home whose record is elsewhere (PostgreSQL) or unreadable gives None (the prefix stays unresolved)."""
+    from unsee.middleware.store_files import connect_ro
     from unsee.middleware.store_schema import artifact_from_row, checkpoint_from_row
 
     def read(below: int) -> tuple[list[Any], list[Any]] | None:
@@ -202,7 +214,7 @@ def home_prefix(home: str | os.PathLike, session_id: str) -> PrefixSource:
         if not path.is_file():
             return None
         try:
-            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+            conn = connect_ro(path)
         except sqlite3.Error:
             return None
         try:
@@ -225,8 +237,7 @@ def _prefix_of_source(source: PrefixSource, ref: PrefixRef) -> tuple[list[dict],
     if got is None:
         return None
     arts, ckpts = got
-    if (len(arts), len(ckpts)) != (ref.artifacts, ref.checkpoints) or prefix_digest(
-            ((a.id, a.seq, a.type.value, a.committed) for a in arts), ((c.id, c.seq) for c in ckpts)) != ref.digest:
+    if _prefix_ref(ref.below_seq, *_keys(arts, ckpts)) != ref:
         return None
     return _sketches(arts), [checkpoint_sketch(c) for c in ckpts]
 
@@ -235,11 +246,8 @@ def _prefix_of_record(full: ForgetRecord, ref: PrefixRef) -> tuple[list[dict], l
     """The same from another forget's whole graph before it (sketches that carry their seq)."""
     arts = [d for d in full.before_artifacts if isinstance(d.get("seq"), int) and d["seq"] < ref.below_seq]
     ckpts = [d for d in full.before_checkpoints if isinstance(d.get("seq"), int) and d["seq"] < ref.below_seq]
-    if (len(arts), len(ckpts)) != (ref.artifacts, ref.checkpoints) or prefix_digest(
-            ((d["id"], d["seq"], d["type"], d.get("committed")) for d in arts),
-            ((d["id"], d["seq"]) for d in ckpts)) != ref.digest:
-        return None
-    return arts, ckpts
+    keys = ([(d["id"], d["seq"], d["type"], d.get("committed")) for d in arts], [(d["id"], d["seq"]) for d in ckpts])
+    return (arts, ckpts) if _prefix_ref(ref.below_seq, *keys) == ref else None
 
 
 def with_prefix(record: ForgetRecord, source: PrefixSource, others: Iterable[ForgetRecord] = ()) -> ForgetRecord:
@@ -308,12 +316,8 @@ def _before(report: Any, graph: Any) -> dict[str, Any]:
     if not fork:
         return {"before_artifacts": _sketches(graph),
                 "before_checkpoints": [checkpoint_sketch(c) for c in graph.checkpoints]}
-    suffix = graph.since_seq(fork)
-    arts = [a for a in graph if a.seq < fork]
-    ckpts = [c for c in graph.checkpoints if c.seq < fork]
-    ref = PrefixRef(below_seq=fork, artifacts=len(arts), checkpoints=len(ckpts), digest=prefix_digest(
-        ((a.id, a.seq, a.type.value, a.committed) for a in arts), ((c.id, c.seq) for c in ckpts)))
-    return {"before_artifacts": _sketches(suffix), "before_prefix": ref,
+    prefix = graph_prefix(graph)(fork)
+    return {"before_artifacts": _sketches(graph.since_seq(fork)), "before_prefix": _prefix_ref(fork, *_keys(*prefix)),
             "before_checkpoints": [checkpoint_sketch(c) for c in graph.checkpoints if c.seq >= fork]}
 
 
@@ -370,11 +374,17 @@ def load_forget_record(home: str | os.PathLike, event_id: str, graph: Any = None
 
 def _resolved(home: str | os.PathLike, record: ForgetRecord, graph: Any,
               stored: list[ForgetRecord] | None) -> ForgetRecord:
+    """``record`` with its prefix joined back; the home's other records are read only when the
+    session's record no longer holds the prefix (``stored``: already read)."""
     if record.before_prefix is None:
         return record
     source = graph_prefix(graph) if graph is not None else home_prefix(home, record.session_id)
-    others = stored if stored is not None else _stored_records(home, record.session_id)
-    return with_prefix(record, source, others)
+    if stored is None:
+        found = with_prefix(record, source)
+        if found.before_prefix is None:
+            return found
+        stored = _stored_records(home, record.session_id)
+    return with_prefix(record, source, stored)
 
 
 def _read(path: Path) -> ForgetRecord:
