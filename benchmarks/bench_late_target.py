@@ -184,13 +184,13 @@ class Bare:
 @contextlib.contextmanager
 def _phase_timers() -> Iterator[dict[str, float]]:
     """Seconds spent in the forget's steps while the block runs (patched in, then restored)."""
-    from unsee.plugins.forget import operator, pipeline, replay
+    from unsee.plugins.forget import forgetter, pipeline, replay
 
     spent: dict[str, float] = defaultdict(float)
-    patched = [(operator.Forgetter, "plan", "plan"), (operator, "check_replayable", "check"),
-               (replay, "fork_state", "fork"), (operator, "run_replay", "replay"),
-               (operator, "prepare", "pre-commit"), (operator, "commit", "commit"),
-               (pipeline.RevocationPipeline, "_keep_record", "view record")]
+    patched = [(forgetter.Forgetter, "locate", "plan"), (forgetter.Forgetter, "make_plan", "plan"),
+               (forgetter, "check_replayable", "check"), (replay, "fork_state", "fork"),
+               (forgetter, "run_replay", "replay"), (forgetter, "prepare", "pre-commit"),
+               (forgetter, "swap_in", "commit"), (pipeline.RevocationPipeline, "record", "view record")]
     saved = []
     for owner, name, label in patched:
         orig = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)

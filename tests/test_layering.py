@@ -347,8 +347,8 @@ def test_a_face_export_spelled_like_one_of_its_modules_stays_the_export():
 def test_the_checker_sees_an_import_of_the_harness_from_below_it():
     assert _layer("unsee.eval") == _layer("unsee.eval.forgetting") == "harness" and _layer("unsee.cli") == "facade"
     assert upward_imports("unsee.core", {"unsee.eval.bench"}) == ["unsee.core -> unsee.eval.bench"]
-    assert upward_imports("unsee.plugins.forget.operator", {"unsee.eval"}) == [
-        "unsee.plugins.forget.operator -> unsee.eval"]
+    assert upward_imports("unsee.plugins.forget.forgetter", {"unsee.eval"}) == [
+        "unsee.plugins.forget.forgetter -> unsee.eval"]
     assert upward_imports("unsee.middleware.hooks", {"unsee.eval.metrics"}) != []
     assert upward_imports("unsee.cli", {"unsee.eval.cli", "unsee.eval"}) == []  # the CLI mounts the harness
     assert upward_imports("unsee.eval.forgetting", {"unsee.core", "unsee.plugins.forget", "unsee.eval.metrics",
@@ -374,7 +374,7 @@ def test_the_checker_sees_a_facade_import_of_a_plugin_module():
     face_only = imports_in("unsee.report_view", _source("from unsee.plugins.forget import ForgetReport, Strategy"))
     assert face_only == {"unsee.plugins.forget"} and submodule_imports("unsee.report_view", face_only) == []
     # a plugin's own modules are the business of the plugin-to-plugin check
-    assert submodule_imports("unsee.plugins.forget.operator", {"unsee.plugins.forget.plan"}) == []
+    assert submodule_imports("unsee.plugins.forget.forgetter", {"unsee.plugins.forget.plan"}) == []
 
 
 def test_the_checker_sees_a_plugin_taking_the_facade():
@@ -399,7 +399,7 @@ def test_the_checker_sees_a_plugin_taking_the_facade():
 
         class UnseeMiddleware: ...                         # not the facade
     """)
-    found = facade_parameters("unsee.plugins.forget.operator", src)
+    found = facade_parameters("unsee.plugins.forget.forgetter", src)
     text = "\n".join(found)
     for expected in ("class UnseeLike", "class EvalUnseeLike", "build(u)", "run(x: 'Unsee')",
                      "serve(x: Optional['unsee.core.Unsee'])", "serve(y: core.Unsee | None)",

@@ -427,13 +427,18 @@ class Unsee:
 
         return revocation_pipeline(self)
 
-    def erase(self, thread_id: str, event, *, agent=None):
-        """Erase ``event.target`` from every route the runtime wrote for a forgotten session
-        (checkpoint history rewritten, memory store, records, ledger, sandbox snapshots): an
-        ``ErasureResult`` (``.receipt``, signed; ``.path``; ``.after``, the audit; ``.clean``). A rerun
-        with the same event finishes an interrupted one. ``NotForgotten`` if the state still holds it."""
+    def erase(self, thread_id: str, target, *, agent=None):
+        """Erase ``target`` (the text, as ``audit`` takes it, or the ``RevocationEvent`` of the
+        forget) from every route the runtime wrote for a forgotten session (checkpoint history
+        rewritten, memory store, records, ledger, sandbox snapshots): an ``ErasureResult``
+        (``.receipt``, signed; ``.path``; ``.after``, the audit; ``.clean``). A rerun with the same
+        event (its ``event_id``) finishes an interrupted one; a text is a new event each call.
+        ``NotForgotten`` if the state still holds it."""
+        from unsee.plugins.forget import RevocationEvent
+
         from .wiring import traced_erasure
 
+        event = RevocationEvent(target=target, reason="erase") if isinstance(target, str) else target
         eraser, agent = self._eraser(), self._agent_for(thread_id, agent)
         return traced_erasure(self, "erase", lambda: eraser.erase(thread_id, event, agent=agent),
                               session=thread_id, event_id=getattr(event, "event_id", None))

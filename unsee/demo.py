@@ -325,7 +325,7 @@ def run_demo(home: Path, session: str, jaeger_json: Path, console: Console | Non
     console.print(f"  entered at step tau={hit.step} (the first step whose input held it) through "
                   f"{hit.artifact_type.value} {hit.artifact_id} from {', '.join(hit.source_ids)}")
     console.print(f"  taint closure |I(z)| = {len(closure)} (artifacts that hold it or were computed from it)")
-    cp = g.fork_checkpoint(hit.step)  # the checkpoint the forget operator forks at
+    cp = g.fork_checkpoint(hit.step)  # the checkpoint a forget forks at
     if cp is not None:
         console.print(f"  latest turn-boundary checkpoint at or before tau: {cp.id} ({cp.kind.value}, token "
                       f"offset {cp.token_offset}): everything before it is reused as is")

@@ -1,18 +1,21 @@
-"""Forget plugin: the revocation event, its pipeline, and the forget operator (B0–B9).
+"""Forget plugin: the revocation event, its pipeline, and the forget of a session (B0–B9).
 
-The path of a revocation event, one module a step, ordered by ``pipeline``
-(``RevocationPipeline``, what every entry point calls): event (``event``) ->
-locate tau and I(z) (``locate``) -> spread to other sessions (``spread``) ->
-plan (``plan``) -> fork and restore, sanitized replay (``replay``, deciding
-call by call in ``decide`` through the ``interceptor``) -> atomic commit
-(``commit``) -> report (``report``), driven by ``operator`` -> erasure through
-the erasure plugin's face (``erase_after``) -> the view's record (a port).
-The strategies B0–B9 are one table (``strategy``); the editing baselines live
-in ``baselines``, the one way to remove a target in ``sanitize``, the LangGraph
-thread helpers in ``thread``, and what the pipeline needs from its
-surroundings (never the facade itself) in ``ports``: small protocols bundled
-in a ``ForgetContext`` and a ``RevocationContext``. Crash injection
-(``crash_at``) is the middleware's (``unsee.middleware.faults``).
+The path of a revocation event, one module a job, ordered by ``pipeline``
+(``RevocationPipeline``, what every entry point calls, a list of steps):
+event (``event``) -> request, every argument checked once (``request``) ->
+the session's forget (``forgetter``, its own list of steps: locate tau and I(z)
+(``locate``) -> plan (``plan``) -> check (``preflight``) -> fork and restore,
+sanitized replay (``replay``, deciding call by call in ``decide`` through the
+``interceptor``) -> atomic commit (``commit``) -> report (``report``, its words
+in ``notes``)) -> spread to other sessions (``spread``) -> erasure through the
+erasure plugin's face (``erase``) -> the view's record (a port). The
+strategies B0–B9 are one table (``strategy``); the editing baselines live in
+``baselines``, the one way to remove a target in ``sanitize``, a session whose
+records stop short of its state in ``unrecorded``, the LangGraph thread
+helpers in ``thread``, and what the pipeline needs from its surroundings
+(never the facade itself) in ``ports``: small protocols bundled in a
+``ForgetContext`` and a ``RevocationContext``. Crash injection (``crash_at``)
+is the middleware's (``unsee.middleware.faults``).
 
 Public names are imported lazily, so ``import unsee.plugins.forget`` stays
 cheap (no LangChain import until a name is used). Other plugins use only
@@ -35,7 +38,9 @@ _EXPORTS = {
     "Strategy": ".strategy",
     "StrategySpec": ".strategy",
     "Edit": ".strategy",
-    "Forgetter": ".operator",
+    "Forgetter": ".forgetter",
+    "SessionForget": ".forgetter",
+    "ForgetRequest": ".request",
     "RevocationPipeline": ".pipeline",
     "raised_from": ".trace",
     "erasure_spans": ".trace",

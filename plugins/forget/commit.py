@@ -5,7 +5,7 @@ state the commit will write and that the target is nowhere in it
 (``derived.py``). ``commit`` then journals a row first: a crash before it
 leaves the old state; a crash after it is finished by ``finish_commit``
 (idempotent, and only with the scratch head the journal names), which the
-operator runs for every pending commit of a session before anything else
+forgetter runs for every pending commit of a session before anything else
 (``replay.abandon`` drops a replay that is not committed). The state update is
 the commit point: before it a failure raises, after it a failure is reported.
 """

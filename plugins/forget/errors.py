@@ -1,4 +1,4 @@
-"""Typed errors of the forget operator (errors of the graph layer live in unsee.middleware.errors)."""
+"""Typed errors of the forget (errors of the graph layer live in unsee.middleware.errors)."""
 
 from __future__ import annotations
 

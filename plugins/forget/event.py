@@ -1,4 +1,4 @@
-"""The revocation event: the only input of the forget operator.
+"""The revocation event: the only input of a forget.
 
 Other systems (detectors, platforms, ``unsee serve``) send it as JSON; its
 schema is published in docs/revocation-event.schema.json.

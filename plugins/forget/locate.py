@@ -1,19 +1,22 @@
-"""The first step of a revocation event: where the target entered (tau) and what it reached (I(z)).
+"""Where the target entered a session (tau) and what it reached (I(z)): located once.
 
 ``locate`` reads the session as recorded now, through the ``SessionReader``
-port, before anything changes: the pipeline uses it to find the other
-sessions the target spread to and to keep, for the view, the graph as it was
-before the forget (the erasure removes that graph's target-bearing parts).
-It never raises for an event the forget will refuse: it returns None and the
-forget says what is wrong, with the right error.
+port, and is the forget's only search for the target: the plan, the spread to
+other sessions and the view's record all take the ``Located`` it returns (the
+graph as it was before the forget; the erasure removes its target-bearing
+parts). It raises the typed error of an event the forget cannot take:
+``SessionNotFound``, ``IncompleteSession`` (a recording failed), ``AmbiguousTarget``
+(no ``source`` and the target entered through several), ``TargetNotFound``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from unsee.middleware.graph import ProvenanceGraph
+from unsee.middleware.errors import AmbiguousTarget, IncompleteSession
+from unsee.middleware.graph import Hit, ProvenanceGraph
 
 from .event import RevocationEvent
 from .plan import observed_entries
@@ -27,17 +30,29 @@ class Located:
     graph: ProvenanceGraph
     entry: Any
     closure: frozenset[str]
+    #: where the graph found it (tau's step, every occurrence)
+    hit: Hit | None = None
+    #: the observations the replay removes it from (``plan.observed_entries``)
+    entries: frozenset[str] = frozenset()
+    #: the session's record (``SessionInfo``) as read before the graph
+    info: Any = None
 
 
-def locate(sessions: SessionReader, session: Any, event: Any) -> Located | None:
-    """``event.target``'s entry and I(z) in ``session``; None where the forget will refuse the
-    event (bad arguments, unknown session, target not found, ...: the forget raises for those)."""
-    if not isinstance(event, RevocationEvent) or not isinstance(session, str):
-        return None
-    try:
-        g = sessions.graph(session)
-        hit = g.locate(event.target, event.source)
-        entries = observed_entries(g, event.target, hit, event.source)
-        return Located(g, g.get(hit.artifact_id), frozenset(g.taint(sorted(entries))))
-    except Exception:
-        return None
+def locate(sessions: SessionReader, session: str, event: RevocationEvent,
+           records_complete: Callable[[Any, ProvenanceGraph], None] | None = None) -> Located:
+    """``event.target``'s entry and I(z) in ``session`` (the typed errors in the module docstring).
+    ``records_complete(info, graph)``: a check that the records hold the whole session, run before
+    the search (a target in messages the records lack is not "not found": the check says why)."""
+    info = sessions.session(session)  # SessionNotFound
+    if info.incomplete:
+        raise IncompleteSession(session, info.failures)
+    g = sessions.graph(session)
+    if records_complete is not None:
+        records_complete(info, g)
+    if event.source is None:
+        sources = g.entry_sources(event.target)
+        if len(sources) > 1:
+            raise AmbiguousTarget(sources)
+    hit = g.locate(event.target, event.source)  # TargetNotFound / InvalidArgument
+    entries = observed_entries(g, event.target, hit, event.source)
+    return Located(g, g.get(hit.artifact_id), g.taint(sorted(entries)), hit, entries, info)

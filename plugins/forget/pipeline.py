@@ -1,50 +1,79 @@
 """The one path of a revocation event, from the event to its receipt.
 
 ``RevocationPipeline.run`` is what ``Unsee.forget``, the detection service's
-automatic revocations (``u.detect()``) and ``unsee serve`` all call. Each step
-is its own module; the pipeline only orders them and never returns to a step
-it has left:
+automatic revocations (``u.detect()``) and ``unsee serve`` all call. It reads
+as its list of steps, each a function of the ``Revocation`` the steps before
+it filled in, each step's work in a module named for its job:
 
-1. validate every argument (``operator.validate_forget_args``);
-2. locate tau and I(z) in the session as recorded now (``locate``);
-3. spread: the other sessions the target reached through shared memory, in
-   dependency order (``spread``);
-4. plan, restore, replay, commit (``operator.Forgetter``: ``plan`` ->
-   ``replay`` -> ``commit``; or an editing baseline, ``baselines``);
-5. with ``scope="all"``, the same for every session it spread to, each with
-   the read it entered through as its source;
-6. erase the record through the erasure plugin's face, then a signed receipt
-   (``erase_after``); when several sessions were forgotten, their erasures run
-   again once all are done, since the byte-level audit spans shared files;
-7. keep the forget's ids-only record for the view (the ``ForgetRecords`` port).
+1. ``request``: every argument checked and parsed, once (``ForgetRequest``);
+2. ``forget``: the session's forget (``forgetter``: applied -> recover ->
+   locate -> plan -> check -> replay -> commit -> report, or an editing
+   baseline), holding the session's lease from here to the record;
+3. ``spread``: the other sessions the target reached through shared memory,
+   in dependency order (``spread``); with ``scope="all"`` each is forgotten
+   in turn, under its own lease, its entry read as its event's source;
+4. ``erase``: once every session is committed, each one's record erased once
+   through the erasure plugin's face, with a signed receipt (``erase``);
+5. ``record``: the forget's ids-only record for the view (the ``ForgetRecords`` port).
 
-Everything it touches is a port of ``ports.RevocationContext``; it never sees
-the facade.
+The forget's own trace (``trace``) is sent after the last step, or when a step
+raised. Everything the pipeline touches is a port of ``ports.RevocationContext``;
+it never sees the facade.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 
-from unsee.middleware.errors import InvalidArgument
-
-from .erase_after import erase_after, needs_erasure
+from .erase import erase_record, needs_erasure
 from .event import RevocationEvent
-from .locate import Located, locate
-from .operator import Forgetter, validate_forget_args
+from .forgetter import Forgetter, SessionForget
+from .held import HeldSessions
+from .locate import Located
 from .ports import RevocationContext
 from .report import ForgetPlan, ForgetReport, StepError
+from .request import SCOPES, ForgetRequest, validate_forget_args  # noqa: F401 (the request's words, re-exported)
 from .spread import Spread, spread_from
-from .trace import emit, failed_spans, forget_spans, phase, timing
+from .trace import ForgetTiming, emit, failed_spans, forget_spans, phase, timing
 
 log = logging.getLogger("unsee.forget")
 
-SCOPES = ("session", "all")
+
+@dataclass
+class Revocation:
+    """A revocation event's forget as the pipeline's steps fill it in."""
+
+    request: ForgetRequest
+    #: the session leases held from the forget's first step to its record
+    held: HeldSessions
+    #: the forget of the request's session
+    origin: SessionForget | None = None
+    #: the sessions the target spread to (whether or not they are forgotten)
+    reached: list[Spread] = field(default_factory=list)
+    #: (session, event, report) of every session forgotten, the request's first
+    done: list[tuple[str, RevocationEvent, ForgetReport]] = field(default_factory=list)
+    #: ``scope="all"`` went on to the sessions the target spread to
+    spread_on: bool = False
+    #: what ``scope="all"`` could not forget, and why ("session (via key: why)")
+    left: list[str] = field(default_factory=list)
+    #: the request's session's erasure (``ErasureResult``), for the trace
+    erasure: Any = None
+
+    @property
+    def report(self) -> ForgetReport:
+        return self.done[0][2]
+
+    @property
+    def located(self) -> Located | None:
+        return self.origin.located if self.origin is not None else None
 
 
 class RevocationPipeline:
-    """locate -> spread -> plan -> restore -> replay -> commit -> erase -> receipt -> record."""
+    """request -> forget -> spread -> erase -> record (the module docstring)."""
 
     def __init__(self, ctx: RevocationContext):
         self.ctx = ctx
@@ -55,58 +84,95 @@ class RevocationPipeline:
             erase: bool = True, scope: str = "session") -> ForgetReport | ForgetPlan:
         """Forget ``event.target`` in ``session`` and erase it from the record (see the module
         docstring). Every argument is checked before anything is read or written."""
-        if not isinstance(erase, bool):
-            raise InvalidArgument(f"erase must be True or False, got {type(erase).__name__} {erase!r}")
-        if scope not in SCOPES:
-            raise InvalidArgument(f"scope must be 'session' or 'all', got {type(scope).__name__} {scope!r}")
-        strategy = validate_forget_args(session, event, strategy, agent=agent, side_effects=side_effects,
-                                        dry_run=dry_run, commit=commit, wait=wait).code  # a name travels as its code
-        if dry_run:
-            return self.forgetter.forget(session, event, strategy, agent=agent, dry_run=True, wait=wait,
-                                         side_effects=side_effects)
+        request = ForgetRequest.of(session, event, strategy, agent=agent, dry_run=dry_run, commit=commit,
+                                   wait=wait, side_effects=side_effects, erase=erase, scope=scope)
+        if request.dry_run:
+            with self.ctx.forget.runs.exclusive(request.session, wait=request.wait):
+                return self.forgetter.run(request).result
         try:
-            with timing() as t:
-                report = self._run(session, event, strategy, agent, commit, wait, side_effects, erase, scope)
+            with timing() as t, contextlib.ExitStack() as leases:
+                r = Revocation(request, HeldSessions(self.ctx.forget.runs, leases))
+                for step in STEPS:
+                    getattr(self, step)(r)
         except Exception as exc:
-            self._trace_failure(session, event, strategy, t, exc)
+            self._trace_failure(request, t, exc)
             raise
-        return self._trace(report, t, event)
+        return self._trace(r, t)
 
-    def _run(self, session: str, event: RevocationEvent, strategy: str, agent: Any, commit: bool, wait: bool,
-             side_effects: str, erase: bool, scope: str) -> ForgetReport:
-        with phase("locate"):
-            located = locate(self.ctx.forget.sessions, session, event)
-            reached = self._spread(session, event, located)
-        report = self.forgetter.forget(session, event, strategy, agent=agent, commit_result=commit, wait=wait,
-                                       side_effects=side_effects, erasure=self._erasure_check(erase))
-        if not reached or scope == "session" or not report.committed:
-            report = self._erase(report, session, event, agent, erase)
-            report = self._keep_record(report, event, located)
-            named = [f"{r.session_id} (via {r.via_key})" for r in reached]
-            return report.model_copy(update={"other_sessions": named}) if named else report
-        done, left = [(session, event, report)], []
-        for r in reached:
-            if r.entry is None:
-                left.append(f"{r.session_id} (via {r.via_key}: read the key, but no read held the target itself)")
+    # -- the steps -------------------------------------------------------------------------------
+
+    def forget(self, r: Revocation) -> None:
+        """The request's session, its lease held until the pipeline ends."""
+        req = r.request
+        r.held.hold(req.session, wait=req.wait)
+        r.origin = self.forgetter.run(req, erasure=self._erasure_check(req.erase))
+        r.done.append((req.session, req.event, r.origin.result))
+
+    def spread(self, r: Revocation) -> None:
+        """The sessions the target reached; with ``scope="all"``, their forgets (each traced as its
+        own forget, as an event raised for it would be). One failing never stops the others."""
+        req, located = r.request, r.located
+        if located is not None:
+            r.reached = spread_from(self.ctx.forget.sessions, req.session, req.event.target, located.closure,
+                                    located.graph)
+        if not r.reached or req.scope == "session" or not r.report.committed:
+            return
+        r.spread_on = True
+        for s in r.reached:
+            if s.entry is None:
+                r.left.append(f"{s.session_id} (via {s.via_key}: read the key, but no read held the target itself)")
                 continue
-            ev = type(event)(target=event.target, source=r.entry, reason=f"spread from {session} via {r.via_key}",
-                             raised_by=event.raised_by)
+            event = type(req.event)(target=req.event.target, source=s.entry,
+                                    reason=f"spread from {req.session} via {s.via_key}", raised_by=req.event.raised_by)
+            sub = req.spread_to(s.session_id, event)
             try:
-                done.append((r.session_id, ev, self.run(r.session_id, ev, strategy, agent=agent, commit=commit,
-                                                        wait=wait, side_effects=side_effects, erase=False)))
+                with timing() as t:
+                    r.held.hold(sub.session, wait=sub.wait)
+                    forgotten = self.forgetter.run(sub)
             except Exception as exc:  # one session failing never hides the others, nor skips the erasure
-                left.append(f"{r.session_id} (via {r.via_key}: its forget failed: {type(exc).__name__}: {exc})")
-        # The byte-level audit spans sessions (shared files): an erasure is clean only once every
-        # affected session is erased, so the receipts are made again after the last one.
-        for _ in range(2 if erase and len(done) > 1 else 1):
-            done = [(s, ev, self._erase(rep, s, ev, agent, erase)) for s, ev, rep in done]
-        first = self._keep_record(done[0][2], event, located)
-        return first.model_copy(update={"also_forgotten": [rep for _, _, rep in done[1:]], "other_sessions": left})
+                r.left.append(f"{s.session_id} (via {s.via_key}: its forget failed: {type(exc).__name__}: {exc})")
+                self._trace_failure(sub, t, exc)
+                continue
+            r.done.append((sub.session, event, self._trace_of(forgotten.result, t, event, forgotten.located)))
 
-    def _spread(self, session: str, event: RevocationEvent, located: Located | None) -> list[Spread]:
-        if located is None:
-            return []
-        return spread_from(self.ctx.forget.sessions, session, event.target, located.closure, located.graph)
+    def erase(self, r: Revocation) -> None:
+        """Each committed session's record, once, after every session is committed (the byte-level
+        audit spans the files sessions share)."""
+        erasure = self.ctx.erasure()
+        if erasure is None:  # (a pipeline built without the erasure plugin's ports: the record stays)
+            return
+        # (the sessions this revocation holds are the erasure's already: it takes no second lease)
+        if dataclasses.is_dataclass(erasure) and getattr(erasure, "runs", None) is not None:
+            erasure = dataclasses.replace(erasure, runs=r.held.runs_view(erasure.runs))
+        done = []
+        for session, event, report in r.done:
+            if needs_erasure(report, r.request.erase):
+                with phase("erase"):
+                    report, result = erase_record(erasure, self.ctx.flush, report, session, event,
+                                                  lambda s=session: self.forgetter.agent_for(s, r.request.agent))
+                if session == r.request.session:
+                    r.erasure = result
+            done.append((session, event, report))
+        r.done = done
+
+    def record(self, r: Revocation) -> None:
+        """What ``unsee view --event`` shows of this forget. An observer: a failure to write it
+        is logged and put on the report, never raised into the forget."""
+        keeper, report, located = self.ctx.records, r.report, r.located
+        if keeper is not None and located is not None and report.outcome is not None:
+            # (only a replay has transitions to show; an edit's report says what it did)
+            try:
+                keeper.keep(report, located.graph, located.entry, located.closure, r.request.event.raised_by)
+            except Exception as e:
+                log.warning("could not keep the record of forget %s for unsee view", report.event_id, exc_info=True)
+                report = _with_error(report, StepError.of("view record", e))
+        if r.spread_on:
+            update = {"also_forgotten": [rep for _, _, rep in r.done[1:]], "other_sessions": r.left}
+        else:
+            update = {"other_sessions": [f"{s.session_id} (via {s.via_key})" for s in r.reached]}
+        r.done[0] = (r.done[0][0], r.done[0][1], report.model_copy(update=update) if any(update.values()) else report)
+
+    # -- helpers ---------------------------------------------------------------------------------
 
     def _erasure_check(self, erase: bool) -> Any:
         """The erasure's own check of a thread, for the forget to ask before it changes anything
@@ -117,55 +183,45 @@ class RevocationPipeline:
 
         return erasure_blockers
 
-    def _erase(self, report: ForgetReport, session: str, event: RevocationEvent, agent: Any,
-               erase: bool) -> ForgetReport:
-        if not needs_erasure(report, erase):
-            return report
-        erasure = self.ctx.erasure()
-        if erasure is None:  # (a pipeline built without the erasure plugin's ports: the record stays)
-            return report
-        with phase("erase"):
-            return erase_after(erasure, self.ctx.flush, report, session, event,
-                               lambda: self.forgetter.agent_for(session, agent), erase)
+    def _trace(self, r: Revocation, t: ForgetTiming) -> ForgetReport:
+        t.erasure = r.erasure
+        return self._trace_of(r.report, t, r.request.event, r.located)
 
-    def _trace(self, report: ForgetReport, t: Any, event: RevocationEvent) -> ForgetReport:
-        """The forget's own trace (``trace.py``), sent once it is over. An observer: a failure to
-        send it is logged and put on the report, never raised into the forget."""
+    def _trace_of(self, report: ForgetReport, t: ForgetTiming, event: RevocationEvent,
+                  located: Located | None) -> ForgetReport:
+        """The forget's own trace (``trace.py``), sent once it is over, with its phases' times on
+        the report. An observer: a failure to send it is logged and put on the report, never
+        raised into the forget."""
+        report = report.model_copy(update={"timings": t.seconds()})
         tracer = self.ctx.tracer()
         if tracer is None:
             return report
         try:
+            if located is not None and report.outcome is not None:
+                t.supersede(located.graph, report.outcome.superseded())
             emit(tracer, forget_spans(report, t, raised_by=event.raised_by))
         except Exception as e:
             log.warning("could not emit the trace of forget %s", report.event_id, exc_info=True)
             return _with_error(report, StepError.of("trace", e))
         return report
 
-    def _trace_failure(self, session: str, event: RevocationEvent, strategy: str, t: Any,
-                       exc: Exception) -> None:
+    def _trace_failure(self, request: ForgetRequest, t: ForgetTiming, exc: Exception) -> None:
         """The trace of a forget that raised: its root marked with the error and the phases it
         got through (an observer too)."""
         tracer = self.ctx.tracer()
         if tracer is None:
             return
+        event = request.event
         try:
-            emit(tracer, failed_spans(session, event.event_id, self.ctx.forget.hasher.hash(event.target), t, exc,
-                                      raised_by=event.raised_by, strategy=str(getattr(strategy, "value", strategy))))
+            emit(tracer, failed_spans(request.session, event.event_id, self.ctx.forget.hasher.hash(event.target), t,
+                                      exc, raised_by=event.raised_by, strategy=request.spec.code))
         except Exception:
             log.warning("could not emit the trace of failed forget %s", event.event_id, exc_info=True)
 
-    def _keep_record(self, report: ForgetReport, event: RevocationEvent, located: Located | None) -> ForgetReport:
-        """What ``unsee view --event`` shows of this forget. An observer: a failure to write it
-        is logged and put on the report, never raised into the forget."""
-        keeper = self.ctx.records
-        if keeper is None or located is None or report.outcome is None:
-            return report  # (only a replay has transitions to show; an edit's report says what it did)
-        try:
-            keeper.keep(report, located.graph, located.entry, located.closure, event.raised_by)
-        except Exception as e:
-            log.warning("could not keep the record of forget %s for unsee view", report.event_id, exc_info=True)
-            return _with_error(report, StepError.of("view record", e))
-        return report
+
+#: the steps after the request, in order: ``RevocationPipeline`` methods, by name (a subclass or a
+#: profiler that replaces one is the one run)
+STEPS: tuple[str, ...] = ("forget", "spread", "erase", "record")
 
 
 def _with_error(report: ForgetReport, error: StepError) -> ForgetReport:

@@ -1,6 +1,6 @@
 """What a forget needs from its surroundings: small protocols, one context.
 
-The forget operator never sees the ``Unsee`` facade. It is handed a
+A forget never sees the ``Unsee`` facade. It is handed a
 ``ForgetContext`` that bundles narrow ports, each a ``typing.Protocol`` with
 exactly the methods the operator calls (the facade's store, recorder, hasher,
 environments and local model satisfy them structurally). Parts made after the

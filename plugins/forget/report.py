@@ -82,6 +82,11 @@ class TransitionOutcome(BaseModel):
     from_record: list[str] = Field(default_factory=list)
     executed: list[str] = Field(default_factory=list)
 
+    def superseded(self) -> list[str]:
+        """The recorded transitions the replay superseded (decoded again, re-materialised, or
+        served from the record): the old world's artifact ids the forget's trace links to."""
+        return [*self.decoded, *self.rematerialised, *self.from_record]
+
 
 class ReplayCounts(BaseModel):
     """What a replay did, counted: declared once, counted by the replay interceptor
@@ -144,3 +149,6 @@ class ForgetReport(ReplayCounts):
     #: what failed after the commit (a committed forget never raises: it says so here, and
     #: ``erased_clean`` is False when the record could not be erased)
     errors: list[StepError] = Field(default_factory=list)
+    #: seconds each phase of the forget took (``locate``, ``plan``, ``check``, ``replay``,
+    #: ``commit``, ``erase``), as its trace shows them
+    timings: dict[str, float] = Field(default_factory=dict)

@@ -4,7 +4,7 @@ Execution-State Unlearning for Stateful LLM Agents"), as one table.
 ``Strategy`` is an enum whose values are the article's codes ("B0" … "B9",
 "B5'"); each member also has a descriptive alias (``Strategy.UNSEE is
 Strategy.B7``). ``spec(strategy)`` gives its ``StrategySpec``: what the
-operator, the planner and the baselines do with it. Nothing else compares
+forgetter, the planner and the baselines do with it. Nothing else compares
 strategy names: reports and plans carry the code string.
 """
 

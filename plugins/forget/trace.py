@@ -32,8 +32,8 @@ from unsee.middleware.trace_after import SpanSpec, emit
 
 from .memory_trace import memory_spans
 
-__all__ = ["ForgetTiming", "SpanSpec", "phase", "note", "timing", "record_erasure", "record_memory",
-           "record_superseded", "forget_spans", "failed_spans", "erasure_spans", "emit", "raised_from",
+__all__ = ["ForgetTiming", "SpanSpec", "phase", "note", "timing", "record_memory",
+           "forget_spans", "failed_spans", "erasure_spans", "emit", "raised_from",
            "WORKFLOW", "ATTR"]
 
 #: the root span's workflow name (``gen_ai.workflow.name``) and operation
@@ -110,6 +110,23 @@ class ForgetTiming:
     #: ``delete_memory`` / ``upsert_memory`` spans (``memory_trace.py``)
     memory: list[Any] = field(default_factory=list)
 
+    def seconds(self) -> dict[str, float]:
+        """Seconds each of the forget's own phases took (``locate``, ``plan``, ``check``,
+        ``replay``, ``commit``, ``erase``; a phase run more than once, summed), for the report."""
+        out: dict[str, float] = {}
+        for p in self.phases:
+            if p.parent is None and p.end_ns:
+                out[p.name] = out.get(p.name, 0.0) + (p.end_ns - p.start_ns) / 1e9
+        return out
+
+    def supersede(self, graph: Any, artifact_ids: Iterable[str]) -> None:
+        """Keep the recorded transitions the replay superseded: each artifact's turn and the span
+        that recorded it, from ``graph`` (the session's provenance graph before the forget)."""
+        for a in artifact_ids:
+            if a in graph:
+                x = graph.get(a)
+                self.superseded[a] = (x.turn, x.trace_id, x.span_id)
+
 
 #: the span context of what raises the forgets run inside ``raised_from`` (a detector's verdict)
 _raiser: contextvars.ContextVar[Any] = contextvars.ContextVar("unsee_forget_raiser", default=None)
@@ -172,33 +189,12 @@ def note(**attrs: Any) -> None:
         t.phases[t._open[-1]].attrs.update(attrs)
 
 
-def record_superseded(graph_of: Callable[[], Any], artifact_ids: Iterable[str]) -> None:
-    """Keep, for the forget being timed (nothing, and no graph read, when none is), the recorded
-    transitions its replay superseded: each artifact's turn and the span that recorded it, from
-    ``graph_of()`` (the session's provenance graph before the commit)."""
-    t = _current.get()
-    if t is None:
-        return
-    graph = graph_of()
-    for a in artifact_ids:
-        if a in graph:
-            x = graph.get(a)
-            t.superseded[a] = (x.turn, x.trace_id, x.span_id)
-
-
 def record_memory(changes: Callable[[], list[Any]]) -> None:
     """Keep, for the forget being timed (nothing, and ``changes`` not called, when none is), the
     memory store operations its commit made (``changes()``: ``MemoryChange`` list)."""
     t = _current.get()
     if t is not None:
         t.memory.extend(changes())
-
-
-def record_erasure(result: Any) -> None:
-    """Keep the erasure's result for the trace of the forget being timed (if any)."""
-    t = _current.get()
-    if t is not None:
-        t.erasure = result
 
 
 def _receipt_digest(path: str | None) -> str | None:

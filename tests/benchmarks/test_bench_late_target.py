@@ -12,10 +12,10 @@ import re
 
 def test_bench_late_target_prints_each_ratio(capsys):
     from benchmarks import bench_late_target
-    from unsee.plugins.forget import operator, pipeline, replay
+    from unsee.plugins.forget import forgetter, pipeline, replay
 
-    before = (operator.run_replay, operator.commit, operator.Forgetter.plan, replay.fork_state,
-              pipeline.RevocationPipeline._keep_record)
+    before = (forgetter.run_replay, forgetter.swap_in, forgetter.Forgetter.make_plan, replay.fork_state,
+              pipeline.RevocationPipeline.record)
     bench_late_target.main(["--turns", "4,6", "--repeat", "2"])
     out = capsys.readouterr().out
     for agent in ("full-state", "DeltaChannel"):
@@ -25,6 +25,6 @@ def test_bench_late_target_prints_each_ratio(capsys):
         assert len(re.findall(rf"^  {row} +[0-9.]+x \[.*\]  (PASS|FAIL)", out, re.M)) == 2, row
     assert out.count("<- the target") == 2
     assert out.count("where unsee's part goes") == 2
-    after = (operator.run_replay, operator.commit, operator.Forgetter.plan, replay.fork_state,
-             pipeline.RevocationPipeline._keep_record)
+    after = (forgetter.run_replay, forgetter.swap_in, forgetter.Forgetter.make_plan, replay.fork_state,
+             pipeline.RevocationPipeline.record)
     assert after == before  # the phase timers are gone

@@ -140,7 +140,7 @@ def test_erase_later_and_from_a_kept_record(recorded):
     event = RevocationEvent(target=SECRET)
     u.forget("t1", event, erase=False)
     assert history_holding(agent)[1] > 0 and not u.audit("t1", SECRET).clean
-    result = u.erase("t1", RevocationEvent(target=SECRET))  # another event id: the latest replay is used
+    result = u.erase("t1", SECRET)  # the text, as audit takes it: a new event, the latest replay is used
     assert result.clean and history_holding(agent)[1] == 0
     close()
     assert raw_copies(home) == {}
@@ -193,8 +193,12 @@ def test_bad_input_changes_nothing(recorded):
         u.erase("t1", RevocationEvent(target=SECRET))
     with pytest.raises(ValueError):
         u.erase("", RevocationEvent(target=SECRET))
+    with pytest.raises(NotForgotten):  # a text is the target, as audit takes it
+        u.erase("t1", SECRET)
     with pytest.raises(ValueError):
-        u.erase("t1", "4417-2231")
+        u.erase("t1", "")
+    with pytest.raises(ValueError):
+        u.erase("t1", 4417)
     with pytest.raises(ValueError):  # it would name the journal and receipt files
         u.erase("t1", RevocationEvent(target=SECRET, event_id="../../escape"))
     with pytest.raises(LookupError):

@@ -190,7 +190,7 @@ def test_recorded_refusals_read_the_suffix_of_the_record(attrs, words):
 
 
 def test_a_replay_under_other_numerics_says_so_on_the_report():
-    from unsee.plugins.forget.operator import _numerics_differ
+    from unsee.plugins.forget.notes import numerics_differ as _numerics_differ
 
     g = _graph(numerics="backend=cpu;threads=1")
     hit = g.locate(SECRET)

@@ -1,6 +1,6 @@
 """The revocation pipeline: one object every entry point calls, built from ports only.
 
-Its steps are each their own module (locate, spread, the operator, erase_after);
+Its steps are each a module named for its job (request, locate, forgetter, spread, erase);
 these tests drive it on real agents and real SQLite, through the ports a facade
 would hand it, and check that each entry point (``Unsee.forget``, the detection
 service, ``unsee serve``) reaches the same object."""
@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
 from forget_agents import SECRET, build, say, state_of
 from unsee import RevocationEvent, Unsee
+from unsee.middleware.errors import SessionNotFound, TargetNotFound
 from unsee.plugins.erasure import ErasureContext
 from unsee.plugins.forget import (ForgetContext, Located, RevocationContext, RevocationPipeline, SessionView,
                                   locate)
@@ -88,13 +91,25 @@ def test_a_failing_erasure_after_the_commit_is_on_the_report_never_raised(tmp_pa
     assert SECRET not in str(state_of(agent, store, "s"))
 
 
-def test_locate_returns_none_where_the_forget_will_refuse(tmp_path):
+def test_locate_raises_the_typed_error_the_forget_raises(tmp_path):
     u, _, _ = _session(tmp_path)
-    assert locate(u, "s", "not an event") is None
-    assert locate(u, "nope", RevocationEvent(target=SECRET)) is None
-    assert locate(u, "s", RevocationEvent(target="never seen")) is None
+    with pytest.raises(SessionNotFound):
+        locate(u, "nope", RevocationEvent(target=SECRET))
+    with pytest.raises(TargetNotFound):
+        locate(u, "s", RevocationEvent(target="never seen"))
+    for bad in (RevocationEvent(target="never seen"), RevocationEvent(target=SECRET, source="no such tool")):
+        with pytest.raises(type(_raised(lambda: locate(u, "s", bad)))):
+            u.forget("s", bad)  # the same error, from the one search
     hit = locate(u, "s", RevocationEvent(target=SECRET))
     assert isinstance(hit, Located) and hit.entry.id in hit.closure
+
+
+def _raised(fn):
+    try:
+        fn()
+    except Exception as e:
+        return e
+    raise AssertionError("did not raise")
 
 
 def test_every_entry_point_reaches_the_facades_one_pipeline(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""The erasure step of a revocation event: after a committed replay, erase the record.
+"""The erase step of a revocation event: after a committed replay, erase the record.
 
 A forget rebuilds the state; the record (checkpoint history, memory store,
 unsee's files, ledger, sandbox snapshots) still holds the target. This step
@@ -18,7 +18,6 @@ from unsee.middleware.errors import InjectedCrash
 
 from .report import ForgetReport, StepError
 from .strategy import Strategy
-from .trace import record_erasure
 
 
 def needs_erasure(report: ForgetReport, erase: bool) -> bool:
@@ -28,26 +27,24 @@ def needs_erasure(report: ForgetReport, erase: bool) -> bool:
             and not any(e.step == "commit" for e in report.errors))
 
 
-def erase_after(erasure: Any, flush: Callable[[], None], report: ForgetReport, session: str, event: Any,
-                agent: Callable[[], Any], erase: bool = True) -> ForgetReport:
-    """``report`` with the erasure's receipt and verdict (``erasure``: the erasure plugin's
-    ``ErasureContext``; ``agent()``: the agent whose checkpointer and store are rewritten). Never
+def erase_record(erasure: Any, flush: Callable[[], None], report: ForgetReport, session: str, event: Any,
+                 agent: Callable[[], Any]) -> tuple[ForgetReport, Any]:
+    """``report`` with the erasure's receipt and verdict, and the erasure's result (its routes'
+    times, for the forget's trace; None when it failed). ``erasure``: the erasure plugin's
+    ``ErasureContext``; ``agent()``: the agent whose checkpointer and store are rewritten. Never
     raises (the forget is committed): a failure is the report's, with ``erased_clean`` False."""
     from unsee.plugins.erasure import Eraser, NotForgotten
 
-    if not needs_erasure(report, erase):
-        return report
     try:
         flush()  # the replay's spans are records the erasure reads and rewrites
         result = Eraser(erasure).erase(session, event, agent=agent())
-        record_erasure(result)  # (its routes' times, for the forget's trace)
     except InjectedCrash:  # (a test's simulated death of the process: nothing returns)
         raise
     except NotForgotten as e:
         # the records still hold the target (the state did not: the commit checked it)
-        return _not_erased(report, e, "record not erased: the session's records still hold the target")
+        return _not_erased(report, e, "record not erased: the session's records still hold the target"), None
     except Exception as e:  # (an erasure interrupted part-way is journaled: running it again finishes it)
-        return _not_erased(report, e, f"record not erased yet: {type(e).__name__}: {e}")
+        return _not_erased(report, e, f"record not erased yet: {type(e).__name__}: {e}"), None
     notes = list(report.notes)
     if not result.clean:  # said on the report (the CLI exits 1), never only in the receipt
         gaps = list(getattr(result.after, "incomplete", ()) or ())
@@ -57,7 +54,7 @@ def erase_after(erasure: Any, flush: Callable[[], None], report: ForgetReport, s
         for gap in gaps:
             notes.append(f"record NOT verified clean: the audit after the erasure is incomplete ({gap})")
     return report.model_copy(update={"receipt": str(result.path), "erased_clean": result.clean, "notes": notes,
-                                     "also_held_by": result.after.other_sessions})
+                                     "also_held_by": result.after.other_sessions}), result
 
 
 def _not_erased(report: ForgetReport, exc: Exception, note: str) -> ForgetReport:
