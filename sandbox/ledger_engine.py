@@ -16,6 +16,7 @@ from typing import Any
 
 from .ledger_states import CallRecord
 
+#: the calls table (SQLite's; :func:`~.ledger_postgres.pg_ddl` makes PostgreSQL's from it)
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
     call_id     TEXT PRIMARY KEY,
@@ -34,6 +35,7 @@ CREATE TABLE IF NOT EXISTS calls (
 );
 CREATE INDEX IF NOT EXISTS calls_session ON calls(session, status);
 """
+#: a record's columns, in the order of :class:`~.ledger_states.CallRecord`'s fields
 COLUMNS = "call_id, session, tool, args_json, occurrence, effect, status, result_json, error, attempts, created_at, updated_at"
 #: the columns an insert writes (``mode`` is constant)
 INSERT = f"INSERT INTO {{t}} AS c ({COLUMNS}, mode) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,'live')"
