@@ -59,7 +59,7 @@ def cleanup_cmd(
     labelled): --all removes every unsee object on the daemon. Exit codes: 0 done; 1 something
     could not be removed, or --all was not confirmed; 2 bad flags or home; 3 no daemon.
     """
-    from .docker_env import CleanupReport, cleanup, count_unowned
+    from .docker_cleanup import CleanupReport, cleanup, count_unowned
     from .owner import owner_id
 
     # Errors are raised, typed (each states its exit code): the entry point prints them

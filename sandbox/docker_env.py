@@ -5,8 +5,8 @@ all capabilities dropped, ``no-new-privileges``, and the image's user (the
 unsee images run as uid 1000). Containers and images carry labels
 (``unsee.sandbox=1``, ``unsee.env=<env id>``, ``unsee.role=container|snapshot|
 shadow|base``, and ``unsee.home=<owner id>`` when the caller names an owner:
-the id of its unsee home, :mod:`.owner`) so :func:`cleanup` can find and
-remove what unsee made, one home's at a time (the daemon is shared).
+the id of its unsee home, :mod:`.owner`) so :func:`cleanup` (:mod:`.docker_cleanup`)
+can find and remove what unsee made, one home's at a time (the daemon is shared).
 
 - ``snapshot()``: ``container.commit()`` (pauses the container; ~0.2 s for a
   container that wrote 10 MB). Every commit adds one image layer and Docker
@@ -25,8 +25,9 @@ remove what unsee made, one home's at a time (the daemon is shared).
   and pushes it through the engine before returning (``SnapshotId.remote`` =
   ``<registry>/<repository>@sha256:<manifest digest>``); ``restore`` of a
   snapshot whose image this daemon lacks pulls it by digest (the image id is
-  kept by push and pull). Pushed snapshots follow the local ones: deleted from
-  the registry at close unless kept, and by ``discard()``. Shadows inherit both.
+  kept by push and pull: :mod:`.docker_registry`). Pushed snapshots follow
+  the local ones: deleted from the registry at close unless kept, and by
+  ``discard()``. Shadows inherit both.
 - Errors: a daemon that is missing raises SandboxUnavailable; one that goes
   away mid-call (the SDK raises ``requests.exceptions.ConnectionError``)
   raises DaemonLost; timeouts ExecTimeout; a command that cannot start
@@ -45,7 +46,6 @@ import tarfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 from .base import (
@@ -65,20 +65,30 @@ from .docker_api import (
     translate_errors,
 )
 from .docker_api import is_not_found as _is_not_found
+from .docker_cleanup import CleanupReport, cleanup, count_unowned
+from .docker_labels import (
+    LABEL_ENV,
+    LABEL_HOME,
+    LABEL_PARENT,
+    LABEL_ROLE,
+    LABEL_SANDBOX,
+    OWN_LABELS,
+    SNAPSHOT_REPO,
+)
+from .docker_registry import delete_pushed, pull_image, push_image
 from .errors import (
     BackendError,
     DaemonLost,
     ExecFailed,
     ExecTimeout,
-    InvalidCleanup,
     PathNotFound,
     SandboxError,
     SandboxUnavailable,
     SnapshotNotFound,
 )
 from .image import DEFAULT_IMAGE
-from .oci import RegistryClient, check_repository, format_ref, host_of, parse_ref
-from .remote import DEFAULT_REPOSITORY, delete_manifests
+from .oci import RegistryClient, check_repository
+from .remote import DEFAULT_REPOSITORY
 
 __all__ = [
     "DockerEnvironment",
@@ -91,8 +101,8 @@ __all__ = [
     "LABEL_PARENT",
     "LABEL_HOME",
     "SNAPSHOT_REPO",
-    # re-exported from .docker_api (their home) for existing importers
-    # (tests/conftest.py, benchmarks/bench_sandbox.py)
+    # re-exported from .docker_api, .docker_labels and .docker_cleanup (their homes) for
+    # existing importers (tests/conftest.py, benchmarks/bench_sandbox.py, the sandbox tests)
     "docker_client",
     "daemon_unavailable_reason",
     "translate_errors",
@@ -101,16 +111,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-LABEL_SANDBOX = "unsee.sandbox"
-LABEL_ENV = "unsee.env"
-LABEL_ROLE = "unsee.role"
-LABEL_PARENT = "unsee.parent"
-#: the owner id (an unsee home's, :func:`unsee.sandbox.owner.owner_id`) on what an owned environment makes
-LABEL_HOME = "unsee.home"
-#: the labels the backend sets itself: never copied from an image's config into a new one
-_OWN_LABELS = (LABEL_ROLE, LABEL_ENV, LABEL_SANDBOX, LABEL_PARENT, LABEL_HOME)
-SNAPSHOT_REPO = "unsee-snap"
 
 # Runs "$2" in its own process group and kills the whole group after "$1"
 # seconds (busybox `timeout` would only kill the top process, leaving
@@ -398,51 +398,11 @@ class DockerEnvironment(Environment):
 
     def _push(self, image_id: str, tag: str) -> str:
         """Tag ``image_id`` in the registry's repository and push it; its remote reference."""
-        target = f"{host_of(self.registry)}/{self.repository}"
-        digest = ""
-        with translate_errors(f"push {target}:{tag}"):
-            self.client.api.tag(image_id, target, tag=tag)
-            for line in self.client.images.push(target, tag=tag, stream=True, decode=True):
-                # the engine reports failures as status lines, never as an HTTP error
-                if not isinstance(line, dict):
-                    continue
-                if line.get("error") or line.get("errorDetail"):
-                    detail = line.get("error") or (line.get("errorDetail") or {}).get("message")
-                    raise _push_error(self.registry, f"pushing {target}:{tag}: {detail}")
-                aux = line.get("aux")
-                if isinstance(aux, dict) and aux.get("Digest"):
-                    digest = aux["Digest"]
-        if not digest:
-            raise BackendError(f"pushing {target}:{tag}: the engine reported no digest")
-        return format_ref(self.registry, self.repository, digest)
+        return push_image(self.client, self.registry, self.repository, image_id, tag)
 
-    def _pull(self, snapshot: SnapshotId) -> None:
+    def _pull(self, snapshot: SnapshotId) -> Any:
         """Pull the snapshot's image from where it lives off the machine (by digest)."""
-        import docker.errors
-
-        try:
-            ref = parse_ref(snapshot.remote)
-        except ValueError:
-            raise SnapshotNotFound(snapshot) from None
-        name = f"{host_of(ref.registry)}/{ref.repository}"
-        with translate_errors(f"pull {snapshot.remote}"):
-            try:
-                for line in self.client.api.pull(name, tag=ref.digest, stream=True, decode=True):
-                    if isinstance(line, dict) and (line.get("error") or line.get("errorDetail")):
-                        detail = line.get("error") or (line.get("errorDetail") or {}).get("message") or ""
-                        if "manifest unknown" in detail or "not found" in detail.lower():
-                            raise SnapshotNotFound(snapshot)
-                        raise _push_error(ref.registry, f"pulling {snapshot.remote}: {detail}")
-            except docker.errors.NotFound:
-                raise SnapshotNotFound(snapshot) from None
-            except docker.errors.APIError as exc:
-                if "manifest unknown" in str(exc) or "not found" in str(exc).lower():
-                    raise SnapshotNotFound(snapshot) from None
-                raise _push_error(ref.registry, f"pulling {snapshot.remote}: {exc.explanation}") from exc
-            try:
-                img = self.client.images.get(snapshot.ref)
-            except docker.errors.ImageNotFound:
-                raise BackendError(f"pulled {snapshot.remote} but it is not image {snapshot.ref}") from None
+        img = pull_image(self.client, snapshot)
         self._pulled.append(img.id)
         return img
 
@@ -475,7 +435,7 @@ class DockerEnvironment(Environment):
             if cfg.get("Cmd"):
                 changes.append(f"CMD {json.dumps(cfg['Cmd'])}")
             for k, v in (cfg.get("Labels") or {}).items():
-                if k not in _OWN_LABELS:
+                if k not in OWN_LABELS:
                     changes.append(f"LABEL {k}={json.dumps(v)}")
             c.pause()
             try:
@@ -584,26 +544,8 @@ class DockerEnvironment(Environment):
 
     def _delete_remotes(self) -> None:
         remotes, self._remotes = self._remotes, []
-        by_repo: dict[tuple[str, str], list[str]] = {}
-        for r in map(parse_ref, remotes):
-            by_repo.setdefault((r.registry, r.repository), []).append(r.digest)
-        for (registry, repository), digests in by_repo.items():
-            try:
-                delete_manifests(RegistryClient(registry), repository, digests)
-            except SandboxError as exc:
-                # storage.environment_items(snap) still finds them (their tags name the env)
-                log.warning("could not delete pushed snapshots of %s from %s: %s", self.env_id, registry, exc)
+        delete_pushed(remotes, self.env_id)
 
-
-def _push_error(registry: str, message: str) -> SandboxError:
-    """A push/pull failure: the registry unreachable, or another error."""
-    from .errors import RegistryError, RegistryUnavailable
-
-    low = message.lower()
-    if any(s in low for s in ("connection refused", "no such host", "i/o timeout", "dial tcp",
-                              "server gave http response", "connection reset")):
-        return RegistryUnavailable(registry, message)
-    return RegistryError(message, address=registry)
 
 def _remove_images(client, refs: list[str], *, strict: bool = False, snapshot: Any = None) -> None:
     import docker.errors
@@ -638,98 +580,3 @@ def _numeric_ids(user: str) -> tuple[int, int]:
         gid = uid
     return uid, gid
 
-
-# -- cleanup ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CleanupReport:
-    """What :func:`cleanup` removed.
-
-    ``failed``: one line per object the daemon refused to remove (it stays).
-    ``unowned``: with an ``owner``, how many unsee containers and images (base
-    images aside) on the daemon carry no owner label at all — made before
-    owners were labelled, or by an environment opened without one — and were
-    therefore kept; only ``everything=True`` removes them. None otherwise.
-    """
-
-    containers: int
-    images: int
-    failed: tuple[str, ...] = ()
-    unowned: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"containers": self.containers, "images": self.images, "failed": list(self.failed),
-                "unowned": self.unowned}
-
-
-def cleanup(
-    client: Any = None,
-    *,
-    owner: str | None = None,
-    env_id: str | None = None,
-    everything: bool = False,
-    include_base: bool = False,
-) -> CleanupReport:
-    """Remove the containers and images unsee made, found by label; say whose.
-
-    - ``owner``: only what carries ``unsee.home=<owner>`` (one home's; other
-      homes on the same daemon keep theirs). The report counts what carries no
-      owner label (``unowned``), which this leaves alone.
-    - ``env_id``: only that environment and its shadows (of ``owner`` when
-      given, else of any owner: env ids are random, so this is one env).
-    - ``everything=True``: every owner's and the unowned ones (the whole daemon);
-      ``include_base`` also removes the base images, which every home shares,
-      and is refused without it.
-
-    Raises InvalidCleanup for a call that names no scope, SandboxUnavailable /
-    DaemonLost when the daemon cannot be reached.
-    """
-    import docker.errors
-
-    if include_base and not everything:
-        raise InvalidCleanup("the base images are shared by every home: removing them needs everything=True (--all)")
-    if not (owner or env_id or everything):
-        raise InvalidCleanup("cleanup needs a scope: owner=<home id>, env_id=... or everything=True")
-    client = client or docker_client()
-    base = [f"{LABEL_SANDBOX}=1"] + ([f"{LABEL_HOME}={owner}"] if owner and not everything else [])
-    if env_id:
-        selections = [base + [f"{LABEL_ENV}={env_id}"], base + [f"{LABEL_PARENT}={env_id}"]]
-    else:
-        selections = [base]
-    failed: list[str] = []
-    n_c = n_i = 0
-    with translate_errors("cleanup"):
-        containers = {c.id: c for sel in selections for c in client.containers.list(all=True, filters={"label": sel})}
-        for c in containers.values():
-            try:
-                c.remove(force=True)
-                n_c += 1
-            except docker.errors.NotFound:
-                pass  # removed meanwhile (e.g. by its own process closing)
-            except docker.errors.APIError as exc:
-                failed.append(f"container {c.id[:12]}: {exc.explanation}")
-        images = list({i.id: i for sel in selections for i in client.images.list(all=True, filters={"label": sel})}.values())
-        # newest first: a snapshot committed on top of another goes before it
-        images.sort(key=lambda i: i.attrs.get("Created", ""), reverse=True)
-        for img in images:
-            if not include_base and (img.labels or {}).get(LABEL_ROLE) == "base":
-                continue
-            try:
-                client.images.remove(img.id, force=True)
-                n_i += 1
-            except docker.errors.ImageNotFound:
-                pass
-            except docker.errors.APIError as exc:
-                failed.append(f"image {img.id[:19]}: {exc.explanation}")
-        unowned = count_unowned(client) if owner and not everything else None
-    return CleanupReport(n_c, n_i, tuple(failed), unowned)
-
-
-def count_unowned(client: Any = None) -> int:
-    """How many unsee containers and images (base images aside) carry no owner label."""
-    client = client or docker_client()
-    sel = {"label": [f"{LABEL_SANDBOX}=1"]}
-    with translate_errors("cleanup"):
-        objs = [*client.containers.list(all=True, filters=sel), *client.images.list(all=True, filters=sel)]
-    return sum(1 for o in objs if LABEL_HOME not in (o.labels or {}) and (o.labels or {}).get(LABEL_ROLE) != "base")

@@ -185,7 +185,7 @@ def _local_env_items(snap: SnapshotId, *, client: Any = None) -> list[StoredItem
             items.append(StoredItem("local", "workspace", snap.env_id, str(workspace)))
         return items
     from .docker_api import translate_errors
-    from .docker_env import LABEL_ENV, LABEL_ROLE
+    from .docker_labels import LABEL_ENV, LABEL_ROLE
 
     client = client or _docker_client()
     label = {"label": [f"{LABEL_ENV}={snap.env_id}"]}

@@ -39,6 +39,7 @@ from unsee.middleware.tokens import TokenCounter, counter_for_model, tiktoken_co
 from unsee.sandbox import Ledger
 
 from .config import DEFAULT_HOME, resolve_home, resolve_registry, resolve_store, version
+from .keywords import renamed_keyword
 
 if TYPE_CHECKING:  # (imported where used: langchain is not needed to open a home and read it)
     from langgraph.prebuilt import ToolNode
@@ -365,24 +366,32 @@ class Unsee:
                                orphaned=lambda t: [o.model_dump(mode="json") for o in forks.records(t)])
 
     # -- information-flow control and detection ------------------------------
-    def ifc(self, sinks=(), *, mode: str = "block", trusted_sources=(), endorse=None):
+    def ifc(self, sinks=(), *, on_violation: str | None = None, trusted_sources=(), endorse=None,
+            mode: str | None = None):
         """Block (or ``ask``/``audit``) tool calls whose identifier sinks (``["send_money.recipient",
         ...]``, or ``@identifier_sinks`` on the tool) carry an identifier from an untrusted or revoked
-        observation. ``endorse``: e.g. ``u.detect(...)``; what it vets counts as trusted (docs/ifc.md)."""
+        observation. ``on_violation``: what happens to such a call, ``block`` (default) | ``ask`` |
+        ``audit`` (``mode=`` is its deprecated alias). ``endorse``: e.g. ``u.detect(...)``; what it
+        vets counts as trusted (docs/ifc.md)."""
         from .wiring import enable_ifc
 
-        self.ifc_interceptor = enable_ifc(self, sinks, mode=mode, trusted_sources=trusted_sources, endorse=endorse)
+        on_violation = renamed_keyword("on_violation", on_violation, "mode", mode, "block")
+        self.ifc_interceptor = enable_ifc(self, sinks, on_violation=on_violation, trusted_sources=trusted_sources,
+                                          endorse=endorse)
         return self.ifc_interceptor
 
-    def detect(self, detectors=None, *, mode: str = "async", policy: str = "auto", min_score: float = 0.5,
-               side_effects: str = "defer"):
+    def detect(self, detectors=None, *, timing: str | None = None, policy: str = "auto", min_score: float = 0.5,
+               side_effects: str = "defer", mode: str | None = None):
         """Injection detectors whose findings become revocation events, applied through
         ``revocations`` (docs/ifc.md). Default: ``SignalDetector``, bound to each session's tools.
-        ``side_effects``: what an automatic forget does with external calls only the
+        ``timing``: when detectors run, ``async`` (default: over recorded sessions, ``scan``) or
+        ``sync`` (on each tool return, before the model sees it); ``mode=`` is its deprecated
+        alias. ``side_effects``: what an automatic forget does with external calls only the
         counterfactual makes (``defer`` | ``ask`` | ``execute``)."""
         from .wiring import detection_service
 
-        return detection_service(self, detectors, mode=mode, policy=policy, min_score=min_score,
+        timing = renamed_keyword("timing", timing, "mode", mode, "async")
+        return detection_service(self, detectors, timing=timing, policy=policy, min_score=min_score,
                                  side_effects=side_effects)
 
     # -- the local model ----------------------------------------------------

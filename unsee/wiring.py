@@ -134,32 +134,33 @@ def guardrail_spans(u: Unsee, scope: str) -> Any:
     return AfterSpans(u.tracer_provider.get_tracer(scope, version()), defer=u.recorder.tasks.put)
 
 
-def enable_ifc(u: Unsee, sinks: Any, *, mode: str, trusted_sources: Any, endorse: Any) -> Any:
+def enable_ifc(u: Unsee, sinks: Any, *, on_violation: str, trusted_sources: Any, endorse: Any) -> Any:
     """``u``'s IFC interceptor, installed on its recorder the first time; a later call only
-    changes the endorser."""
+    changes the endorser. ``on_violation`` is the IFC plugin's policy ``mode``."""
     from unsee.plugins.ifc import IFCInterceptor, SessionGraphs
 
     if u.ifc_interceptor is not None:
         if endorse is not None:
             u.ifc_interceptor.set_endorser(endorse)
         return u.ifc_interceptor
-    interceptor = IFCInterceptor(SessionGraphs(u.store.has_session, u.graph), u.hasher, sinks, mode=mode,
+    interceptor = IFCInterceptor(SessionGraphs(u.store.has_session, u.graph), u.hasher, sinks, mode=on_violation,
                                  trusted_sources=trusted_sources, endorse=endorse,
                                  spans=guardrail_spans(u, "unsee.ifc"))
     u.recorder.interceptors.add_global(interceptor)
     return interceptor
 
 
-def detection_service(u: Unsee, detectors: Any, **settings: Any) -> Any:
+def detection_service(u: Unsee, detectors: Any, *, timing: str, **settings: Any) -> Any:
     """A ``DetectionService`` whose verdicts go through ``u``'s revocation pipeline, installed
-    on the recorder as an interceptor in both modes: it learns the agent's tools from model
-    calls (and, ``mode="sync"``, screens tool returns before the model sees them)."""
+    on the recorder as an interceptor whatever the timing: it learns the agent's tools from model
+    calls (and, ``timing="sync"``, screens tool returns before the model sees them). ``timing``
+    is the service's ``mode``."""
     from unsee.plugins.detect import DetectionService, SignalDetector
 
     pipeline = u.revocations
     svc = DetectionService(pipeline.ctx.forget, list(detectors or [SignalDetector()]), forget=pipeline.run,
                            tracer=u.tracer_provider.get_tracer("unsee.detect", version()),
-                           spans=guardrail_spans(u, "unsee.detect"), **settings)
+                           spans=guardrail_spans(u, "unsee.detect"), mode=timing, **settings)
     u.recorder.interceptors.add_global(svc)
     return svc
 

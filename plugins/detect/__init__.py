@@ -6,7 +6,9 @@
 - :mod:`.rules` — :class:`RuleDetector`, the template rules.
 - :mod:`.signals` — :class:`SignalDetector`, the default detector: the rules
   plus signals that do not depend on one template (the agent's own tools among
-  them).
+  them); its parts are :mod:`.lexicon` (the words and phrases, data),
+  :mod:`.clauses` (where a clause, span or quotation ends) and :mod:`.scorer`
+  (the weights and their noisy-OR).
 - :mod:`.normalize` — :func:`reader_view`: the text as its reader sees it (invisible
   characters gone, escapes decoded, NFKC) with a map back to the original.
 - :mod:`.learned` — :class:`LearnedDetector`, a logistic regression over hashed n-grams and

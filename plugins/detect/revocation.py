@@ -1,14 +1,14 @@
 """Automatic revocation: detector findings become revocation events.
 
-Two ways a verdict arrives (``u.detect(detectors, mode=..., policy=...)``):
+Two ways a verdict arrives (``u.detect(detectors, timing=..., policy=...)``; the service's ``mode``):
 
-- ``mode="sync"``: detectors run on each tool return as it happens, inside
+- ``timing="sync"``: detectors run on each tool return as it happens, inside
   the recording. With ``policy="auto"`` the flagged spans are removed before
   the model or the record ever see them (that observation *is* the
   counterfactual one: nothing to replay later). Each screening's verdict
   (``allow`` or ``deny``) is a ``run_guardrail`` span under the tool call's
   span, timed on the agent's thread and sent off its path (``spans``).
-- ``mode="async"`` (the common case: the verdict is late): ``scan(session)``
+- ``timing="async"`` (the common case: the verdict is late): ``scan(session)``
   runs detectors over the recorded observations after the agent processed
   them; each finding becomes ``RevocationEvent(target=<flagged span>,
   source=<observation artifact>, raised_by="detector")`` and, per policy,

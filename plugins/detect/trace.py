@@ -9,7 +9,7 @@ function, :func:`verdict_attributes`, lays out every kind.
   ``audit``: only recorded). Made by the scan that found it (the detection loop's thread, or the
   caller of ``scan``), never inside an agent's run.
 - A screening (:func:`screening_span`): one span per observation screened while the agent
-  waits — a tool return in ``mode="sync"`` (a child of that tool call's ``execute_tool`` span),
+  waits — a tool return in ``timing="sync"`` (a child of that tool call's ``execute_tool`` span),
   or an observation the IFC asked the detector to endorse at a sink call (a child of the sink
   call's span) — with its verdict, ``allow`` or ``deny`` (:data:`SCREEN_ACTIONS`). Timed on the
   agent's thread, laid out and sent later (``AfterSpans``).

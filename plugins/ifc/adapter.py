@@ -56,7 +56,7 @@ from unsee.middleware.trace_after import AfterSpans, SpanSpec
 
 from .decision import Decision
 from .index import SessionDecisions
-from .policy import SinkSpec, declared_sinks, parse_sinks
+from .policy import SinkSpec, _check_mode, declared_sinks, parse_sinks
 from .trace import decision_span
 
 EVENT = "unsee.ifc.decision"
@@ -143,7 +143,7 @@ class IFCInterceptor:
         self.endorser: Endorser | None = None
         self.set_endorser(endorse)
         self.sinks = tuple(parse_sinks(list(sinks)))
-        self.mode = mode
+        self.mode = _check_mode(mode)  # (refused here, not at the first tool call it would decide)
         self.trusted_sources = tuple(trusted_sources)
         self.reset_at_trusted_sources = reset_at_trusted_sources
         self._revoked: dict[str, set[str]] = {}

@@ -9,7 +9,7 @@ def test_late_verdict_forgets_the_injection_and_the_agent_continues(tmp_path):
     u, agent, sent, _ = setup(tmp_path, mode="audit")  # IFC only audits: the attack goes through
     say(agent, "check my inbox")
     assert len(sent) == 1
-    svc = u.detect(mode="async", policy="auto")
+    svc = u.detect(timing="async", policy="auto")
     verdicts = svc.scan("s")  # the verdict arrives after the agent processed the observation
     assert verdicts and verdicts[0].status == "applied", verdicts[0].error
     report = verdicts[0].report
@@ -25,7 +25,7 @@ def test_late_verdict_forgets_the_injection_and_the_agent_continues(tmp_path):
 def test_queue_and_alert_policies_change_nothing_until_applied(tmp_path):
     u, agent, sent, _ = setup(tmp_path, mode="audit")
     say(agent, "check my inbox")
-    svc = u.detect(mode="async", policy="queue")
+    svc = u.detect(timing="async", policy="queue")
     assert [v.status for v in svc.scan("s")] == ["queued"]
     assert "INFORMATION" in repr(agent.get_state({"configurable": {"thread_id": "s"}}).values["messages"])
     assert [v.status for v in svc.apply_pending()] == ["applied"]
@@ -34,7 +34,7 @@ def test_queue_and_alert_policies_change_nothing_until_applied(tmp_path):
 
 def test_sync_screening_removes_the_injection_before_the_model_sees_it(tmp_path):
     u, agent, sent, _ = setup(tmp_path, mode="audit")
-    u.detect(mode="sync", policy="auto")
+    u.detect(timing="sync", policy="auto")
     out = say(agent, "check my inbox")
     inbox = [m for m in out["messages"] if isinstance(m, ToolMessage) and m.name == "read_inbox"][0]
     assert "INFORMATION" not in inbox.content and "statement is ready" in inbox.content
@@ -49,7 +49,7 @@ def test_a_second_observation_with_the_same_injection_is_handled_after_the_first
     u, agent, sent, _ = setup(tmp_path, mode="audit")
     say(agent, "check my inbox")
     say(agent, "check my inbox again")
-    svc = u.detect(mode="async", policy="auto")
+    svc = u.detect(timing="async", policy="auto")
     verdicts = svc.scan("s")
     assert len(verdicts) >= 2
     assert {v.status for v in verdicts} <= {"applied", "superseded"}, [v.error for v in verdicts]
@@ -94,7 +94,7 @@ def test_sync_screening_uses_the_agents_own_tools(tmp_path):
         sent.append(recipient)
         return f"sent {amount} to {recipient}"
 
-    svc = u.detect(mode="sync", policy="auto")
+    svc = u.detect(timing="sync", policy="auto")
     agent = create_agent(ScriptedChatModel(policy=follow), [read_inbox, send_money], system_prompt="bank",
                          middleware=[u.middleware()], checkpointer=InMemorySaver())
     out = say(agent, "check my inbox")

@@ -42,7 +42,7 @@ def test_a_late_verdict_is_a_guardrail_span_the_forgets_trace_links_to(tmp_path)
     u, agent, sent, _ = setup(tmp_path, mode="audit")
     u.tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
     say(agent, "check my inbox")
-    svc = u.detect(mode="async", policy="auto")
+    svc = u.detect(timing="async", policy="auto")
     verdicts = svc.scan("s")
     assert verdicts and verdicts[0].status == "applied", verdicts[0].error
     u.flush()

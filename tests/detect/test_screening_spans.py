@@ -99,7 +99,7 @@ def agent(tmp_path, inbox: str, *, policy: str, endorse: bool = False):
         sent.append(recipient)
         return f"sent {amount}"
 
-    det = u.detect(mode="sync", policy=policy)
+    det = u.detect(timing="sync", policy=policy)
     u.ifc(["send_money.recipient"], endorse=det if endorse else None)
     a = create_agent(ScriptedChatModel(policy=follow), [read_inbox, send_money], system_prompt="bank",
                      middleware=[u.middleware()], checkpointer=InMemorySaver())

@@ -125,7 +125,7 @@ def test_every_entry_point_reaches_the_facades_one_pipeline(tmp_path, monkeypatc
     monkeypatch.setattr(u.revocations, "run", spy)
     u.forget("s", RevocationEvent(target=SECRET))
     assert calls == [("s", calls[0][1])]
-    svc = u.detect(mode="async", policy="auto")
+    svc = u.detect(timing="async", policy="auto")
     assert svc.forget == spy and svc.ctx is u.revocations.ctx.forget
 
 

@@ -60,7 +60,7 @@ def setup(tmp_path, mode="block"):
         sent.append(recipient)
         return f"sent {amount} to {recipient}"
 
-    u.ifc(["send_money.recipient"], mode=mode)
+    u.ifc(["send_money.recipient"], on_violation=mode)
     agent = create_agent(ScriptedChatModel(policy=follow), [read_inbox, send_money], system_prompt="bank",
                          middleware=[u.middleware()], checkpointer=InMemorySaver())
     return u, agent, sent, exporter

@@ -125,7 +125,7 @@ def agent_with(tmp_path, bill: str, *, endorse: str | None):
         sent.append(recipient)
         return f"sent {amount} to {recipient}"
 
-    det = u.detect(mode=endorse, policy="auto") if endorse else None
+    det = u.detect(timing=endorse, policy="auto") if endorse else None
     u.ifc(["send_money.recipient"], endorse=det)
     agent = create_agent(ScriptedChatModel(policy=pay_what_you_read), [read_file, send_money],
                          system_prompt="bank", middleware=[u.middleware()], checkpointer=InMemorySaver())
@@ -229,7 +229,7 @@ def test_the_ifc_error_message_never_launders_a_blocked_identifier(tmp_path):
                              "amount": 1}, "id": call_id(messages), "type": "tool_call"}])
         return AIMessage(content="gave up")
 
-    u.ifc(["send_money.recipient"], endorse=u.detect(mode="async"))
+    u.ifc(["send_money.recipient"], endorse=u.detect(timing="async"))
     agent = create_agent(ScriptedChatModel(policy=insist), [read_inbox, send_money], system_prompt="bank",
                          middleware=[u.middleware()], checkpointer=InMemorySaver())
     out = agent.invoke({"messages": [HumanMessage("check my inbox")]}, {"configurable": {"thread_id": "s"}})

@@ -9,7 +9,7 @@ it, and CI fails without it). What reaches it is what a user sends:
   over OTLP/HTTP (a ``BatchSpanProcessor`` on the home's tracer provider, as docs/jaeger.md shows),
   so the forget's own trace and its replay's agent spans arrive as they are made;
 - a detector's late verdict: the injection scenario of the IFC tests (``tests/ifc``: a tool
-  returns an injection, the agent follows it), then ``u.detect(mode="async", policy="auto").scan``,
+  returns an injection, the agent follows it), then ``u.detect(timing="async", policy="auto").scan``,
   whose ``run_guardrail unsee.detector`` span and detector-raised forget go to Phoenix live too.
 
 Every span carries ``openinference.project.name`` (``OTEL_RESOURCE_ATTRIBUTES``), so the run gets a
@@ -214,7 +214,7 @@ def test_phoenix_shows_the_session_its_forget_and_a_guardrail_verdict(phoenix, t
     u2, agent2, _, _ = setup(tmp_path / "inbox", mode="audit")
     kept2 = send_live(u2.tracer_provider, otlp_http)
     say(agent2, "check my inbox", thread=inbox)
-    verdicts = u2.detect(mode="async", policy="auto").scan(inbox)
+    verdicts = u2.detect(timing="async", policy="auto").scan(inbox)
     assert [v.status for v in verdicts] == ["applied"], [v.error for v in verdicts]
     u2.close()
     assert u2.tracer_provider.force_flush(30_000)  # (its provider is the scenario's: flushed here)

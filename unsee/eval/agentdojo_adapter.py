@@ -416,10 +416,10 @@ class UnseeAgentElement(BasePipelineElement):
         if defense in ("detect+forget", "ifc+forget"):
             # late: the agent acts on the injected observation; the verdict comes after the run and
             # B7 rebuilds the state (new external calls of the counterfactual are executed)
-            self.detector = (self.u.detect(mode="sync", policy="auto") if verdict == "sync" else
-                             self.u.detect(mode="async", policy="auto", side_effects="execute"))
+            self.detector = (self.u.detect(timing="sync", policy="auto") if verdict == "sync" else
+                             self.u.detect(timing="async", policy="auto", side_effects="execute"))
         # ifc+forget: what the detector vetted (or the forget sanitized) is endorsed for sinks
-        self.ifc = (self.u.ifc(self.sinks, mode="block", endorse=self.detector)
+        self.ifc = (self.u.ifc(self.sinks, on_violation="block", endorse=self.detector)
                     if defense in ("ifc", "ifc+forget") else None)
         self._by_prompt = {t.PROMPT: t for t in suite.user_tasks.values()}
         self.last: RunRecord | None = None

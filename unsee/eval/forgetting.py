@@ -337,7 +337,7 @@ def _apply(episode: Episode, strategy: str, home: Path, choice: ModelChoice,
         agent = setup.agent
         spec = Strategy.parse(strategy).spec
         if spec.needs_ifc:
-            u.ifc(sinks=setup.sinks, mode="audit")
+            u.ifc(sinks=setup.sinks, on_violation="audit")
         session = "s"
         config = {"configurable": {"thread_id": session}, "recursion_limit": 100}
         for text in episode.turns:
