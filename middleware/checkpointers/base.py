@@ -108,7 +108,8 @@ class CheckpointerDriver(ABC):
 
     @property
     def lock(self) -> Any:
-        """The lock the saver's own methods hold around its connection (None: none)."""
+        """The thread lock the saver's own methods hold around its connection (None: none, or an
+        async saver's asyncio lock, which only its loop holds)."""
         return None
 
     def locked(self) -> contextlib.AbstractContextManager:

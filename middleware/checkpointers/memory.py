@@ -28,7 +28,9 @@ class InMemoryDriver(CheckpointerDriver):
         return s.storage, s.writes, s.blobs
 
     def thread_ids(self, prefix: str = "") -> list[str] | None:
-        return sorted(t for t in list(self.saver.storage) if isinstance(t, str) and t.startswith(prefix))
+        # (a read of a missing thread leaves an empty entry in the saver's defaultdict: not a thread)
+        return sorted(t for t, by_ns in list(self.saver.storage.items())
+                      if isinstance(t, str) and t.startswith(prefix) and any(by_ns.values()))
 
     def has_checkpoint(self, thread: str, checkpoint_id: str, checkpoint_ns: str = "") -> bool | None:
         if not self.keeps("get_tuple"):  # (a subclass reading its own way: load it)

@@ -109,10 +109,15 @@ class PostgresDriver(CheckpointerDriver):
 
 
 class AsyncPostgresDriver(PostgresDriver):
-    """The same tables; the saver's connection is used from its own loop."""
+    """The same tables; the saver's connection is used from its own loop. No :attr:`lock`: the
+    saver's is an asyncio lock of its loop, which no other thread can hold."""
 
     kind = "async-postgres"
     async_only = True
+
+    @property
+    def lock(self) -> Any:
+        return None
 
     @classmethod
     def saver_type(cls) -> type | None:

@@ -68,7 +68,8 @@ class SqliteDriver(CheckpointerDriver):
 
 class AsyncSqliteDriver(CheckpointerDriver):
     """Its connection belongs to the saver's worker thread: no SQL of unsee's runs on it; its file
-    is scrubbed through a connection of its own (``database_file``)."""
+    is scrubbed through a connection of its own (``database_file``). No :attr:`lock`: the saver's
+    is an asyncio lock of its loop, which no other thread can hold."""
 
     kind = "async-sqlite"
     engine = "sqlite"
@@ -80,10 +81,6 @@ class AsyncSqliteDriver(CheckpointerDriver):
     @property
     def connection(self) -> Any:
         return getattr(self.saver, "conn", None)
-
-    @property
-    def lock(self) -> Any:
-        return getattr(self.saver, "lock", None)
 
     def database_file(self) -> Path | None:
         return async_main_file(self.saver)
