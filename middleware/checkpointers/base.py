@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -60,6 +60,8 @@ class CheckpointerDriver(ABC):
     - :attr:`async_only`: the storage is reached from the saver's event loop only
       (:meth:`on_loop` runs a coroutine there from another thread).
     - :meth:`delete_thread` deletes a thread's checkpoints, writes and blobs.
+    - :meth:`open` / :meth:`aopen` (class methods) make a new saver of the kind, for
+      code that builds an agent (the demo, the compatibility kit, the harness).
 
     A driver never changes what the saver API returns; it is built per use
     (``driver_for(saver)``) and holds no state besides the saver.
@@ -74,6 +76,22 @@ class CheckpointerDriver(ABC):
 
     def __init__(self, saver: Any):
         self.saver = saver
+
+    # -- new savers --------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, where: Any = None) -> tuple[Any, Callable[[], None]]:
+        """A new saver of this kind on ``where`` (what it takes depends on the kind: nothing, a
+        SQLite file or connection, a PostgreSQL URL) and what closes what was opened for it
+        (nothing the caller passed in). ``NotImplementedError`` for a kind opened only from a
+        coroutine (:meth:`aopen`) or not at all."""
+        raise NotImplementedError(f"a {cls.kind} checkpointer is not opened synchronously")
+
+    @classmethod
+    async def aopen(cls, where: Any = None) -> tuple[Any, Callable[[], Awaitable[None]]]:
+        """:meth:`open` for a saver used from the running loop (an async saver's connection is
+        made there); the closer is awaited."""
+        raise NotImplementedError(f"a {cls.kind} checkpointer is not opened from a coroutine")
 
     # -- which savers ------------------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .base import CheckpointerDriver, Convert, saver_class
@@ -21,6 +21,17 @@ class InMemoryDriver(CheckpointerDriver):
     @classmethod
     def saver_type(cls) -> type | None:
         return saver_class("langgraph.checkpoint.memory", "InMemorySaver")
+
+    @classmethod
+    def open(cls, where: Any = None) -> tuple[Any, Callable[[], None]]:
+        return cls.saver_type()(), lambda: None
+
+    @classmethod
+    async def aopen(cls, where: Any = None) -> tuple[Any, Callable[[], Awaitable[None]]]:
+        async def close() -> None:
+            pass
+
+        return cls.saver_type()(), close
 
     def dicts(self) -> tuple[dict, dict, dict]:
         """(storage, writes, blobs): the saver's own dicts, to read (write through the API)."""

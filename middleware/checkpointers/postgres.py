@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any
 
 from .base import CheckpointerDriver, Convert, saver_class
@@ -59,6 +59,18 @@ class PostgresDriver(CheckpointerDriver):
     @property
     def lock(self) -> Any:
         return getattr(self.saver, "lock", None)
+
+    @classmethod
+    def open(cls, where: Any = None) -> tuple[Any, Callable[[], None]]:
+        """``where``: a PostgreSQL URL; one connection (autocommit, dict rows, as the saver needs)
+        and the saver's tables set up."""
+        import psycopg
+        from psycopg.rows import dict_row
+
+        conn = psycopg.connect(str(where), autocommit=True, prepare_threshold=0, row_factory=dict_row)
+        saver = cls.saver_type()(conn)
+        saver.setup()
+        return saver, conn.close
 
     @contextlib.contextmanager
     def cursor(self, *, sync_pipeline: bool = False) -> Iterator[Any]:
@@ -114,6 +126,21 @@ class AsyncPostgresDriver(PostgresDriver):
 
     kind = "async-postgres"
     async_only = True
+
+    @classmethod
+    def open(cls, where: Any = None) -> tuple[Any, Callable[[], None]]:
+        raise NotImplementedError(f"a {cls.kind} checkpointer is opened from a coroutine (aopen)")
+
+    @classmethod
+    async def aopen(cls, where: Any = None) -> tuple[Any, Callable[[], Awaitable[None]]]:
+        """``where``: a PostgreSQL URL; the async connection is made on the running loop."""
+        from psycopg import AsyncConnection
+        from psycopg.rows import dict_row
+
+        conn = await AsyncConnection.connect(str(where), autocommit=True, prepare_threshold=0, row_factory=dict_row)
+        saver = cls.saver_type()(conn)
+        await saver.setup()
+        return saver, conn.close
 
     @property
     def lock(self) -> Any:

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from unsee.middleware.errors import UnseeError
+from unsee.middleware.errors import InvalidArgument, UnseeError
 
 from .base import CheckpointerDriver, GenericDriver
 from .memory import InMemoryDriver
 from .postgres import AsyncPostgresDriver, PostgresDriver
 from .sqlite import AsyncSqliteDriver, SqliteDriver
 
-__all__ = ["NoCheckpointerDriver", "driver_for", "driver_or_generic", "register_driver", "registered_drivers",
-           "unregister_driver", "unwrapped"]
+__all__ = ["NoCheckpointerDriver", "aopen_saver", "driver_for", "driver_named", "driver_or_generic", "open_saver",
+           "register_driver", "registered_drivers", "unregister_driver", "unwrapped"]
 
 
 class NoCheckpointerDriver(UnseeError, TypeError):
@@ -56,6 +57,26 @@ def registered_drivers() -> tuple[type[CheckpointerDriver], ...]:
     """Every driver, in the order a saver is matched against them."""
     with _lock:
         return (*_registered, *_BUILTIN)
+
+
+def driver_named(kind: str) -> type[CheckpointerDriver]:
+    """The driver whose ``kind`` is ``kind`` (a registered one first); :class:`InvalidArgument`
+    naming the known kinds when none is."""
+    drivers = registered_drivers()
+    for driver in drivers:
+        if driver.kind == kind:
+            return driver
+    raise InvalidArgument(f"no checkpointer driver of kind {kind!r} (known: {', '.join(d.kind for d in drivers)})")
+
+
+def open_saver(kind: str, where: Any = None) -> tuple[Any, Callable[[], None]]:
+    """A new saver of ``kind`` on ``where`` and its closer (``CheckpointerDriver.open``)."""
+    return driver_named(kind).open(where)
+
+
+async def aopen_saver(kind: str, where: Any = None) -> tuple[Any, Callable[[], Awaitable[None]]]:
+    """A new saver of ``kind`` on ``where``, made on the running loop, and its awaitable closer."""
+    return await driver_named(kind).aopen(where)
 
 
 def unwrapped(saver: Any) -> Any:

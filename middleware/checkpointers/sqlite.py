@@ -5,6 +5,7 @@ checkpoint, its values in the ``checkpoint`` blob) and ``writes``."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,15 @@ class SqliteDriver(CheckpointerDriver):
     @classmethod
     def saver_type(cls) -> type | None:
         return saver_class("langgraph.checkpoint.sqlite", "SqliteSaver")
+
+    @classmethod
+    def open(cls, where: Any = None) -> tuple[Any, Callable[[], None]]:
+        """``where``: a file path (a connection is opened, and closed by the closer) or a sqlite3
+        connection (the caller's: left open)."""
+        if isinstance(where, sqlite3.Connection):
+            return cls.saver_type()(where), lambda: None
+        conn = sqlite3.connect(str(where), check_same_thread=False)
+        return cls.saver_type()(conn), conn.close
 
     @property
     def connection(self) -> sqlite3.Connection | None:
@@ -77,6 +87,14 @@ class AsyncSqliteDriver(CheckpointerDriver):
     @classmethod
     def saver_type(cls) -> type | None:
         return saver_class("langgraph.checkpoint.sqlite.aio", "AsyncSqliteSaver")
+
+    @classmethod
+    async def aopen(cls, where: Any = None) -> tuple[Any, Callable[[], Awaitable[None]]]:
+        """``where``: a file path; the aiosqlite connection is made on the running loop."""
+        import aiosqlite
+
+        conn = await aiosqlite.connect(str(where))
+        return cls.saver_type()(conn), conn.close
 
     @property
     def connection(self) -> Any:

@@ -9,7 +9,8 @@ capabilities it claims. An async saver is built and written on a loop of its own
 thread, and its driver is used from this one (as unsee uses it). Plus the typed
 refusal for a saver class no driver serves and ``register_driver`` for a new one.
 
-Add a saver: one driver in the package, one line in ``SAVERS``.
+Each saver is made by its driver's factory (``open_saver`` / ``aopen_saver``), so the
+factories are checked too. Add a saver: one driver in the package, one line in ``SAVERS``.
 """
 
 from __future__ import annotations
@@ -29,10 +30,10 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
-from unsee.middleware.checkpointers import (CheckpointerDriver, GenericDriver, NoCheckpointerDriver, driver_for,
-                                            driver_or_generic, register_driver, registered_drivers,
-                                            unregister_driver)
-from unsee.middleware.errors import UnseeError
+from unsee.middleware.checkpointers import (CheckpointerDriver, GenericDriver, NoCheckpointerDriver, aopen_saver,
+                                            driver_for, driver_or_generic, open_saver, register_driver,
+                                            registered_drivers, unregister_driver)
+from unsee.middleware.errors import InvalidArgument, UnseeError
 
 T, SCRATCH, OTHER = "s1", "s1~cf-0001", "s2"
 
@@ -95,78 +96,45 @@ def _write(case: Case) -> None:
 
 
 @contextmanager
-def _memory(tmp_path: Path, pg_url: str | None) -> Iterator[Case]:
-    from langgraph.checkpoint.memory import InMemorySaver
-
-    yield Case(InMemorySaver(), "memory", None, (False, True, True, False))
-
-
-@contextmanager
-def _sqlite(tmp_path: Path, pg_url: str | None) -> Iterator[Case]:
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
-    path = tmp_path / "lg.sqlite"
-    conn = sqlite3.connect(path, check_same_thread=False)
+def _opened(kind: str, where: Any, file: Path | None, claims: tuple[bool, bool, bool, bool]) -> Iterator[Case]:
+    saver, close = open_saver(kind, where)
     try:
-        yield Case(SqliteSaver(conn), "sqlite", path, (True, True, False, False))
+        yield Case(saver, kind, file, claims)
     finally:
-        conn.close()
+        close()
 
 
 @contextmanager
-def _async_sqlite(tmp_path: Path, pg_url: str | None) -> Iterator[Case]:
-    import aiosqlite
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
-    path, home = tmp_path / "lg-async.sqlite", _Loop()
-
-    async def make():
-        conn = await aiosqlite.connect(path)
-        return conn, AsyncSqliteSaver(conn)
-
-    conn, saver = home.run(make())
-    try:
-        yield Case(saver, "async-sqlite", path, (False, False, False, False), home.run)
-    finally:
-        home.run(conn.close())
-        home.close()
-
-
-@contextmanager
-def _postgres(tmp_path: Path, pg_url: str | None) -> Iterator[Case]:
-    import psycopg
-    from langgraph.checkpoint.postgres import PostgresSaver
-    from psycopg.rows import dict_row
-
-    conn = psycopg.connect(pg_url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
-    try:
-        saver = PostgresSaver(conn)
-        saver.setup()
-        yield Case(saver, "postgres", None, (True, True, True, False))
-    finally:
-        conn.close()
-
-
-@contextmanager
-def _async_postgres(tmp_path: Path, pg_url: str | None) -> Iterator[Case]:
-    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-    from psycopg import AsyncConnection
-    from psycopg.rows import dict_row
-
+def _opened_on_a_loop(kind: str, where: Any, file: Path | None,
+                      claims: tuple[bool, bool, bool, bool]) -> Iterator[Case]:
     home = _Loop()
-
-    async def make():
-        conn = await AsyncConnection.connect(pg_url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
-        saver = AsyncPostgresSaver(conn)
-        await saver.setup()
-        return conn, saver
-
-    conn, saver = home.run(make())
+    saver, close = home.run(aopen_saver(kind, where))
     try:
-        yield Case(saver, "async-postgres", None, (False, False, True, True), home.run)
+        yield Case(saver, kind, file, claims, home.run)
     finally:
-        home.run(conn.close())
+        home.run(close())
         home.close()
+
+
+def _memory(tmp_path: Path, pg_url: str | None):
+    return _opened("memory", None, None, (False, True, True, False))
+
+
+def _sqlite(tmp_path: Path, pg_url: str | None):
+    return _opened("sqlite", tmp_path / "lg.sqlite", tmp_path / "lg.sqlite", (True, True, False, False))
+
+
+def _async_sqlite(tmp_path: Path, pg_url: str | None):
+    path = tmp_path / "lg-async.sqlite"
+    return _opened_on_a_loop("async-sqlite", path, path, (False, False, False, False))
+
+
+def _postgres(tmp_path: Path, pg_url: str | None):
+    return _opened("postgres", pg_url, None, (True, True, True, False))
+
+
+def _async_postgres(tmp_path: Path, pg_url: str | None):
+    return _opened_on_a_loop("async-postgres", pg_url, None, (False, False, True, True))
 
 
 PG = pytest.mark.postgres
@@ -211,7 +179,7 @@ def _api_values(saver: Any, thread: str) -> list[tuple[str, Any, Any]]:
 # -- the suite -------------------------------------------------------------------------------------
 
 
-def test_the_registry_finds_the_driver_of_its_kind(case):
+def test_the_registry_finds_the_driver_of_the_kind_it_opened(case):
     driver = driver_for(case.saver)
     assert driver.kind == case.kind and driver.saver is case.saver
     assert type(driver).handles(case.saver) and driver.exact()
@@ -417,3 +385,21 @@ def test_register_driver_takes_only_a_driver_class(bad):
     with pytest.raises(TypeError):
         register_driver(bad)
     assert registered_drivers() == before
+
+
+def test_open_saver_refuses_an_unknown_kind_and_a_sync_open_of_an_async_one(tmp_path):
+    with pytest.raises(InvalidArgument, match="known: .*memory"):
+        open_saver("cassandra")
+    with pytest.raises(NotImplementedError):
+        open_saver("async-sqlite", tmp_path / "x.sqlite")
+    with pytest.raises(NotImplementedError):
+        open_saver("async-postgres", "postgresql://nowhere/x")
+    assert not (tmp_path / "x.sqlite").exists()
+
+
+def test_open_saver_leaves_a_connection_it_was_given_open(tmp_path):
+    conn = sqlite3.connect(tmp_path / "mine.sqlite", check_same_thread=False)
+    saver, close = open_saver("sqlite", conn)
+    close()
+    assert driver_for(saver).connection is conn and conn.execute("SELECT 1").fetchone() == (1,)
+    conn.close()
