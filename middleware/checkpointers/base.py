@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
@@ -25,8 +26,10 @@ __all__ = ["CheckpointerDriver", "Convert", "GenericDriver", "saver_class"]
 Convert = Callable[[str, bytes], "tuple[str, bytes] | None"]
 
 
+@functools.cache
 def saver_class(module: str, name: str) -> type | None:
-    """``module.name``, or None when its package is not installed (the optional savers)."""
+    """``module.name``, or None when its package is not installed (the optional savers); looked
+    up once (a saver's driver is asked for on every read that could use it)."""
     import importlib
 
     try:
