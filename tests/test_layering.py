@@ -585,3 +585,61 @@ def test_the_facade_is_never_typed_any():
 def test_the_checker_sees_the_facade_typed_any():
     tree = ast.parse("Unsee = Any\ndef f(u: Any, v: Any): ...\ndef g(u: 'Unsee'): ...\n")
     assert facade_typed_as_any("m", tree) == ["m:1: Unsee = Any", "m:2: f(u: Any)"]
+
+
+# -- saver classes are named only by the checkpointer drivers ---------------------------------------
+#: LangGraph's saver classes (``MemorySaver`` is ``InMemorySaver``'s old name)
+SAVER_CLASS = re.compile(r"^(InMemory|Memory|Sqlite|AsyncSqlite|Postgres|AsyncPostgres|ShallowPostgres"
+                         r"|AsyncShallowPostgres)Saver$")
+#: the one package that may name them: one driver a saver (docs/architecture.md, "Checkpointer drivers")
+DRIVERS = "unsee.middleware.checkpointers"
+
+
+def saver_class_uses(name: str, tree: ast.AST) -> list[str]:
+    """``name:line: Class`` for each saver class named in code outside the drivers: imported,
+    tested (``isinstance``, ``type(x) is``), called or annotated. Prose (docstrings, comments,
+    messages) may name them."""
+    if name == DRIVERS or name.startswith(DRIVERS + "."):
+        return []
+    bad = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.alias):
+            found = node.name.rpartition(".")[2]
+        elif isinstance(node, ast.Name):
+            found = node.id
+        elif isinstance(node, ast.Attribute):
+            found = node.attr
+        else:
+            continue
+        if SAVER_CLASS.match(found):
+            bad.append(f"{name}:{getattr(node, 'lineno', '?')}: {found}")
+    return sorted(set(bad), key=lambda b: (int(b.split(":")[1]) if b.split(":")[1].isdigit() else 0, b))
+
+
+def test_saver_classes_are_named_only_by_the_checkpointer_drivers():
+    bad = [b for name in sorted(MODULES) for b in saver_class_uses(name, tree_of(name))]
+    assert not bad, ("a saver class named outside unsee.middleware.checkpointers (ask its driver: driver_for, "
+                     "driver_or_generic, open_saver):\n" + "\n".join(bad))
+
+
+def test_the_checker_sees_a_saver_class_named_in_code():
+    tree = _source('''
+        """A SqliteSaver in prose is fine."""
+        from langgraph.checkpoint.sqlite import SqliteSaver
+        from langgraph.checkpoint.memory import InMemorySaver as Mem
+        import langgraph.checkpoint.postgres as pg
+
+        def f(saver):
+            # an InMemorySaver comment is fine
+            if isinstance(saver, SqliteSaver):
+                return 1
+            if type(saver) is pg.PostgresSaver:
+                return 2
+            raise ValueError("not a plain PostgresSaver")
+        ''')
+    assert saver_class_uses("unsee.plugins.x.y", tree) == [
+        "unsee.plugins.x.y:3: SqliteSaver", "unsee.plugins.x.y:4: InMemorySaver",
+        "unsee.plugins.x.y:9: SqliteSaver", "unsee.plugins.x.y:11: PostgresSaver"]
+    assert saver_class_uses(DRIVERS + ".sqlite", tree) == []
+    assert saver_class_uses(DRIVERS, tree) == []
+    assert saver_class_uses("unsee.middleware.checkpointersx", tree) != []

@@ -31,12 +31,12 @@ from langchain.agents.middleware import SummarizationMiddleware
 from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
-from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.store.memory import InMemoryStore
 from rich.console import Console
 from rich.table import Table
 
 from unsee.core import DEFAULT_HOME, Unsee, resolve_home
+from unsee.middleware.checkpointers import open_saver
 from unsee.middleware.context import logical_session
 from unsee.middleware.errors import InvalidArgument
 from unsee.plugins.model import ScriptedChatModel, ToolRouter, call_id
@@ -218,7 +218,7 @@ def open_demo(home: Path, which: str = "scripted", progress: Console | None = No
     conn = sqlite3.connect(Path(home) / "langgraph.sqlite", check_same_thread=False)
     say = (lambda line: progress.print(f"  [dim]{line}[/]", highlight=False)) if progress is not None else None
     model, label = make_model(u, which, say)
-    return u, build_agent(u, SqliteSaver(conn), store, model, progress), label, conn
+    return u, build_agent(u, open_saver("sqlite", conn)[0], store, model, progress), label, conn
 
 
 def record_model(home: Path, session: str, model: str) -> None:

@@ -379,52 +379,24 @@ class _Saver:
         self._closers: list[Callable[[], None]] = []
 
     def make(self, name: str) -> Any:
-        if self.kind == "memory":
-            from langgraph.checkpoint.memory import InMemorySaver
+        from unsee.middleware.checkpointers import aopen_saver, open_saver
 
-            return InMemorySaver()
         if self.kind == "sqlite":
-            path = str(self.folder / f"{name}.sqlite")
-            if self.ops.loop is not None:
-                return self.ops.loop.run(self._async_sqlite(path))
-            import sqlite3
-
-            from langgraph.checkpoint.sqlite import SqliteSaver
-
-            conn = sqlite3.connect(path, check_same_thread=False)
-            self._closers.append(conn.close)
-            return SqliteSaver(conn)
-        if self.kind.startswith(("postgresql://", "postgres://")):
-            if self.ops.loop is not None:
-                return self.ops.loop.run(self._async_postgres())
-            import psycopg
-            from langgraph.checkpoint.postgres import PostgresSaver
-            from psycopg.rows import dict_row
-
-            conn = psycopg.connect(self.kind, autocommit=True, prepare_threshold=0, row_factory=dict_row)
-            self._closers.append(conn.close)
-            saver = PostgresSaver(conn)
-            saver.setup()
+            kind, where = "sqlite", str(self.folder / f"{name}.sqlite")
+        elif self.kind.startswith(("postgresql://", "postgres://")):
+            kind, where = "postgres", self.kind
+        elif self.kind == "memory":
+            kind, where = "memory", None
+        else:
+            raise ValueError(f"saver must be 'memory', 'sqlite' or a postgresql:// URL, not {self.kind!r}")
+        if kind == "memory":
+            return open_saver(kind)[0]
+        if self.ops.loop is not None:  # an async saver, opened on the check's loop
+            saver, close = self.ops.loop.run(aopen_saver(f"async-{kind}", where))
+            self._closers.append(lambda: self.ops.loop.run(close()))
             return saver
-        raise ValueError(f"saver must be 'memory', 'sqlite' or a postgresql:// URL, not {self.kind!r}")
-
-    async def _async_sqlite(self, path: str) -> Any:
-        import aiosqlite
-        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
-        conn = await aiosqlite.connect(path)
-        self._closers.append(lambda: self.ops.loop.run(conn.close()))
-        return AsyncSqliteSaver(conn)
-
-    async def _async_postgres(self) -> Any:
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-        from psycopg import AsyncConnection
-        from psycopg.rows import dict_row
-
-        conn = await AsyncConnection.connect(self.kind, autocommit=True, prepare_threshold=0, row_factory=dict_row)
-        self._closers.append(lambda: self.ops.loop.run(conn.close()))
-        saver = AsyncPostgresSaver(conn)
-        await saver.setup()
+        saver, close = open_saver(kind, where)
+        self._closers.append(close)
         return saver
 
     @property

@@ -5,7 +5,7 @@ thread's history still holds the tainted checkpoints. Here the history itself
 is rebuilt: the clean prefix up to the fork checkpoint, then the
 counterfactual checkpoints the replay wrote in its scratch thread, re-parented
 onto the fork. Only ``list``/``get_tuple``/``put``/``put_writes``/
-``delete_thread`` are used (SqliteSaver, InMemorySaver and PostgresSaver all
+``delete_thread`` are used (LangGraph's in-memory, SQLite and PostgreSQL savers all
 have them; none has a per-checkpoint delete), so the rewrite is two steps the
 caller journals between: :func:`stage_rewrite` builds the new history in a
 staging thread (the user's thread untouched), :func:`swap_in` replaces the
@@ -30,10 +30,8 @@ every remaining checkpoint rebuilds to the value it had in its own world.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import re
-import sqlite3
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -44,6 +42,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.base.id import uuid6
 from pydantic import BaseModel
 
+from unsee.middleware.checkpointers import driver_or_generic, unwrapped
 from unsee.middleware.errors import UnseeError
 
 __all__ = ["DeltaFormatUnknown", "HistoryNotRewritable", "RewritePlan", "StagedHistory", "channel_value", "delta_specs", "ThreadReader", "before_turn", "check_rewritable", "config_of", "copied_metadata", "copy_thread", "implemented", "put_copies",
@@ -605,7 +604,8 @@ def stage_rewrite(saver: BaseCheckpointSaver, thread: str, *, fork_checkpoint_id
     ``specs``: the graph's channels a checkpoint may not store (:func:`delta_specs`):
     each re-parented checkpoint gets their values stored (module docstring).
     Every checkpoint is decoded and copied twice (here and in :func:`swap_in`): the
-    path for any saver; ``history_sql.rewrite_sqlite`` / ``history_pg.rewrite_postgres`` touch a plain SqliteSaver's / PostgresSaver's suffix only."""
+    path for any saver; ``history_sql.rewrite_sqlite`` / ``history_pg.rewrite_postgres`` touch the suffix only, on
+    a saver whose driver is ``sql_rewritable`` (``unsee.middleware.checkpointers``)."""
     reader = ThreadReader(saver, holds_target) if reader is None else reader
     saver.delete_thread(stage_thread)  # a rerun starts clean
     reader.written(stage_thread)
@@ -687,43 +687,24 @@ def history_holding(saver: BaseCheckpointSaver, thread: str, holds_target: Holds
     return len(every), sum(map(reader.holds, every))
 
 
-#: PostgresSaver methods whose storage format unsee's SQL assumes (thread listing here, the
-#: in-place rewrite in history_pg.py): a subclass overriding one goes through the API
-_PG_STORAGE = ("put", "put_writes", "get_tuple", "list", "_dump_blobs", "_load_blobs")
-
-
 def postgres_saver(saver: Any) -> bool:
-    """Whether ``saver`` is a plain ``PostgresSaver`` (its own tables, values as its serde wrote
-    them); an encrypting wrapper or a subclass storing rows its own way takes the API path."""
-    try:
-        from langgraph.checkpoint.postgres import PostgresSaver
-    except ImportError:  # the postgres extra is not installed
-        return False
-    return isinstance(saver, PostgresSaver) and all(
-        getattr(type(saver), m, None) is getattr(PostgresSaver, m, None) for m in _PG_STORAGE)
+    """Whether ``saver``'s suffix may be rewritten with SQL on PostgreSQL tables (its driver's
+    ``sql_rewritable``: its own tables, values as its serde wrote them); an encrypting wrapper or
+    a subclass storing rows its own way takes the API path."""
+    driver = driver_or_generic(saver)
+    return driver.engine == "postgres" and driver.sql_rewritable()
 
 
 def threads_with_prefix(saver: BaseCheckpointSaver, prefix: str) -> list[str]:
     """The saver's thread ids starting with ``prefix`` (e.g. ``<thread>~cf-`` scratch threads), sorted.
 
-    The thread ids are read without loading a checkpoint where the saver's storage
-    allows it (SQLite, PostgreSQL: one query; in-memory: its keys); other savers are listed
-    whole (``list(None)``), where a row that fails to load (e.g. one written under a
-    destroyed key) raises out of here."""
-    inner = getattr(saver, "inner", saver)  # an EncryptingSaver wraps the real saver
-    conn, storage = getattr(inner, "conn", None), getattr(inner, "storage", None)
-    if isinstance(conn, sqlite3.Connection):
-        with getattr(inner, "lock", contextlib.nullcontext()):
-            rows = conn.execute("SELECT DISTINCT thread_id FROM checkpoints WHERE substr(thread_id, 1, ?) = ?",
-                                (len(prefix), prefix)).fetchall()
-        return sorted(r[0] for r in rows)
-    if isinstance(storage, dict):
-        return sorted(t for t in list(storage) if isinstance(t, str) and t.startswith(prefix))
-    if postgres_saver(inner):  # one query, as SQLite (listing decodes every checkpoint of every thread)
-        with inner._cursor() as cur:
-            cur.execute("SELECT DISTINCT thread_id FROM checkpoints WHERE left(thread_id, %s) = %s",
-                        (len(prefix), prefix))
-            return sorted(r["thread_id"] for r in cur.fetchall())
+    The thread ids are read without loading a checkpoint where the saver's driver allows it
+    (SQLite, PostgreSQL: one query; in-memory: its keys); other savers are listed whole
+    (``list(None)``), where a row that fails to load (e.g. one written under a destroyed key)
+    raises out of here."""
+    ids = driver_or_generic(unwrapped(saver)).thread_ids(prefix)  # (an EncryptingSaver wraps the real saver)
+    if ids is not None:
+        return ids
     return sorted({tid for t in saver.list(None)
                    if (tid := t.config["configurable"]["thread_id"]).startswith(prefix)})
 

@@ -35,6 +35,8 @@ from typing import Any
 from langgraph.channels.base import BaseChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
+from unsee.middleware.checkpointers import driver_for
+
 from .history import HistoryNotRewritable, Holds, _snapshot_type, postgres_saver
 from .history_sql import HoldsRow, InPlaceRewrite, light_tuple, plan_rows
 
@@ -129,7 +131,7 @@ def rewrite_postgres(saver: BaseCheckpointSaver, thread: str, *, fork_checkpoint
     As :func:`~.history_sql.rewrite_sqlite` (the same rows, the same fault points
     called inside the transaction: "erase:history:staged" after the deletes,
     "erase:history:swapping" after the copies; an exception there rolls everything
-    back), on a plain ``PostgresSaver`` (:func:`postgres_saver`). Raises
+    back), on a saver whose PostgreSQL driver is ``sql_rewritable`` (:func:`postgres_saver`). Raises
     :class:`HistoryNotRewritable` (nothing written) as ``stage_rewrite``; nested runs'
     checkpoints are deleted (``history.NESTED``). ``holds_row``: as ``rewrite_sqlite``'s; not given,
     the scratch thread (the suffix) is listed whole and each checkpoint the plan asks
@@ -139,7 +141,8 @@ def rewrite_postgres(saver: BaseCheckpointSaver, thread: str, *, fork_checkpoint
 
     if not postgres_saver(saver):
         raise HistoryNotRewritable(f"{type(saver).__name__} is not a plain PostgresSaver")
-    with saver._cursor() as cur:
+    driver = driver_for(saver)
+    with driver.cursor() as cur:
         tuples = _light(cur, thread)
         scratch = _light(cur, suffix_thread) if holds_row is not None else None
     rows = plan_rows(saver, thread, tuples, scratch, fork_checkpoint_id=fork_checkpoint_id,
@@ -159,9 +162,7 @@ def rewrite_postgres(saver: BaseCheckpointSaver, thread: str, *, fork_checkpoint
         doc, blobs = _split(saver, thread, fix.checkpoint, set(rebuilt[fix.checkpoint_id]))
         fix_doc, blob_rows = Jsonb(doc), blob_rows + blobs
 
-    with saver._cursor() as cur:
-        if saver.pipe:
-            saver.pipe.sync()  # (as prune: the transaction must not take in what ran before)
+    with driver.cursor(sync_pipeline=True) as cur:  # (as prune: the transaction must not take in what ran before)
         conn = cur.connection
         if not conn.autocommit and conn.info.transaction_status != TransactionStatus.IDLE:
             # (a connection without autocommit is still in the reads above: ours would be a

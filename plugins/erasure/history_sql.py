@@ -37,6 +37,8 @@ from langgraph.channels.base import BaseChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, get_checkpoint_metadata
 from langgraph.checkpoint.base.id import uuid6
 
+from unsee.middleware.checkpointers import driver_for, driver_or_generic
+
 from .history import (HistoryNotRewritable, Holds, RewritePlan, _holds, _id, _materialize, _parent, config_of,
                       copied_metadata, plan_rewrite)
 
@@ -48,14 +50,11 @@ HoldsRow = Callable[[str, str], bool | None]
 
 
 def sqlite_saver_conn(saver: Any) -> sqlite3.Connection | None:
-    """The connection of a plain ``SqliteSaver`` (its own tables, values as its serde wrote
-    them), else None (any other saver, an encrypting wrapper included: the API path)."""
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
-    if not isinstance(saver, SqliteSaver):
-        return None
-    conn = getattr(saver, "conn", None)
-    return conn if isinstance(conn, sqlite3.Connection) else None
+    """The connection of a saver whose SQLite driver is ``sql_rewritable`` (its own tables,
+    values as its serde wrote them), else None (any other saver, an encrypting wrapper
+    included: the API path)."""
+    driver = driver_or_generic(saver)
+    return driver.connection if driver.engine == "sqlite" and driver.sql_rewritable() else None
 
 
 @dataclass
@@ -232,7 +231,7 @@ def rewrite_sqlite(saver: BaseCheckpointSaver, thread: str, *, fork_checkpoint_i
     conn = sqlite_saver_conn(saver)
     if conn is None:
         raise HistoryNotRewritable(f"{type(saver).__name__} is not a plain SqliteSaver")
-    lock = saver.lock
+    lock = driver_for(saver).lock
     with lock:
         tuples = _light(conn, thread)
         scratch = _light(conn, suffix_thread) if holds_row is not None else None

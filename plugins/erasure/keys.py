@@ -53,6 +53,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from unsee.middleware.checkpointers import CheckpointerDriver, Convert, driver_or_generic
 from unsee.middleware.errors import UnseeError
 
 from .history import implemented
@@ -255,7 +256,8 @@ class EncryptingSaver(BaseCheckpointSaver):
       readable). The deleted runs' ciphertext is NOT shredded: it shares its thread's key with
       the checkpoints that remain.
 
-    Re-encryption in place is implemented for ``InMemorySaver`` (and subclasses),
+    Re-encryption in place is implemented where the inner saver's checkpointer driver
+    ``reencrypts`` (``unsee.middleware.checkpointers``): ``InMemorySaver`` (and subclasses),
     ``PostgresSaver`` and ``AsyncPostgresSaver``; over another storage ``copy_thread`` and
     ``prune(keep_latest)`` raise :class:`RekeyUnsupported` before changing anything.
     """
@@ -388,8 +390,9 @@ class _Methods:
                 for t in threads:
                     self._shred(t)
             return
-        if _async_only(self.inner):  # e.g. AsyncPostgresSaver: its storage is reached from its loop
-            return _on_loop(self.inner, self.aprune(threads, strategy=strategy))
+        driver = driver_or_generic(self.inner)
+        if driver.async_only:  # e.g. AsyncPostgresSaver: its storage is reached from its loop
+            return driver.on_loop(self.aprune(threads, strategy=strategy))
         _rows(self.inner)  # RekeyUnsupported before anything is pruned
         old = {t: self.store.kids_of(t) for t in threads}
         self.inner.prune(threads, strategy=strategy)
@@ -459,146 +462,29 @@ def _variant(methods: frozenset[str]) -> type:
         return cls
 
 
-def _async_only(inner: BaseCheckpointSaver) -> bool:
-    try:
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-    except ImportError:  # pragma: no cover - the postgres extra is not installed
-        return False
-    return isinstance(inner, AsyncPostgresSaver)
+class _Rows:
+    """A thread's stored values re-encrypted in place through the inner saver's checkpointer
+    driver (``unsee.middleware.checkpointers``): only values of ours (their type holds
+    ``+aesgcm:``) are candidates; all new values are computed before any is stored."""
 
-
-def _on_loop(inner: Any, coro) -> Any:
-    """Run ``coro`` on ``inner``'s event loop from another thread (as LangGraph's async savers'
-    own sync methods do)."""
-    try:
-        if asyncio.get_running_loop() is inner.loop:
-            coro.close()
-            raise asyncio.InvalidStateError("synchronous calls to an async saver are only allowed from a "
-                                            "different thread: use the async method (e.g. aprune)")
-    except RuntimeError:
-        pass
-    return asyncio.run_coroutine_threadsafe(coro, inner.loop).result()
-
-
-Convert = Callable[[str, bytes], "tuple[str, bytes] | None"]
-
-
-class _MemoryRows:
-    """In-place re-encryption of one thread's values in an ``InMemorySaver``'s dicts. All new
-    values are computed before any is stored: a failing decrypt changes nothing."""
-
-    def __init__(self, saver: Any):
-        self.saver = saver
+    def __init__(self, driver: CheckpointerDriver):
+        self.driver = driver
 
     def rekey(self, thread: str, convert: Convert) -> int:
-        s = self.saver
-        updates: list[Callable[[], None]] = []
-
-        def conv(value):
-            return convert(*value) if isinstance(value, tuple) and len(value) == 2 else None
-
-        for ns, cps in (s.storage.get(thread) or {}).items():
-            for cid, (ckpt, meta, parent) in list(cps.items()):
-                c, m = conv(ckpt), conv(meta)
-                if c or m:
-                    updates.append(lambda cps=cps, cid=cid, v=(c or ckpt, m or meta, parent): cps.__setitem__(cid, v))
-        for key, ws in list(s.writes.items()):
-            if key[0] == thread:
-                for ik, (task_id, channel, value, task_path) in list(ws.items()):
-                    if new := conv(value):
-                        updates.append(lambda ws=ws, ik=ik, v=(task_id, channel, new, task_path): ws.__setitem__(ik, v))
-        for key, value in list(s.blobs.items()):
-            if key[0] == thread and (new := conv(value)):
-                updates.append(lambda key=key, v=new: s.blobs.__setitem__(key, v))
-        for apply in updates:
-            apply()
-        return len(updates)
+        return self.driver.reencrypt(thread, convert, "+" + PREFIX)
 
     async def arekey(self, thread: str, convert: Convert) -> int:
-        return self.rekey(thread, convert)
+        return await self.driver.areencrypt(thread, convert, "+" + PREFIX)
 
 
-#: (table, its key columns besides thread_id) of PostgresSaver's serialized values
-_PG_TABLES = (("checkpoint_blobs", ("checkpoint_ns", "channel", "version")),
-              ("checkpoint_writes", ("checkpoint_ns", "checkpoint_id", "task_id", "idx")))
-
-
-def _pg_sql(table: str, keys: tuple[str, ...]) -> tuple[str, str]:
-    select = (f"SELECT {', '.join(keys)}, type, blob FROM {table} WHERE thread_id = %s "
-              f"AND type LIKE %s ORDER BY {', '.join(keys)} FOR UPDATE")
-    update = (f"UPDATE {table} SET type = %s, blob = %s WHERE thread_id = %s AND "
-              + " AND ".join(f"{k} = %s" for k in keys))
-    return select, update
-
-
-def _pg_updates(rows: list[dict], keys: tuple[str, ...], thread: str, convert: Convert) -> list[tuple]:
-    out = []
-    for r in rows:
-        if new := convert(r["type"], r["blob"]):
-            out.append((new[0], new[1], thread, *(r[k] for k in keys)))
-    return out
-
-
-class _PostgresRows:
-    """In-place re-encryption of one thread's blobs and writes in ``PostgresSaver``'s tables,
-    in one transaction (``checkpoints`` holds no serialized value: plain JSONB, see module docstring)."""
-
-    def __init__(self, saver: Any):
-        self.saver = saver
-
-    def rekey(self, thread: str, convert: Convert) -> int:
-        n = 0
-        with self.saver._cursor() as cur, cur.connection.transaction():
-            for table, keys in _PG_TABLES:
-                select, update = _pg_sql(table, keys)
-                cur.execute(select, (thread, f"%+{PREFIX}%"))
-                updates = _pg_updates(cur.fetchall(), keys, thread, convert)
-                if updates:
-                    cur.executemany(update, updates)
-                n += len(updates)
-        return n
-
-    async def arekey(self, thread: str, convert: Convert) -> int:
-        return await asyncio.to_thread(self.rekey, thread, convert)
-
-
-class _AsyncPostgresRows(_PostgresRows):
-    """The same for ``AsyncPostgresSaver`` (its connection is used from its own loop)."""
-
-    def rekey(self, thread: str, convert: Convert) -> int:
-        return _on_loop(self.saver, self.arekey(thread, convert))
-
-    async def arekey(self, thread: str, convert: Convert) -> int:
-        n = 0
-        async with self.saver._cursor() as cur:
-            async with cur.connection.transaction():
-                for table, keys in _PG_TABLES:
-                    select, update = _pg_sql(table, keys)
-                    await cur.execute(select, (thread, f"%+{PREFIX}%"))
-                    updates = _pg_updates(await cur.fetchall(), keys, thread, convert)
-                    if updates:
-                        await cur.executemany(update, updates)
-                    n += len(updates)
-        return n
-
-
-def _rows(inner: BaseCheckpointSaver) -> _MemoryRows | _PostgresRows:
-    """How ``inner``'s stored values are re-encrypted in place; :class:`RekeyUnsupported` if unknown."""
-    from langgraph.checkpoint.memory import InMemorySaver
-
-    if isinstance(inner, InMemorySaver):
-        return _MemoryRows(inner)
-    try:
-        from langgraph.checkpoint.postgres import PostgresSaver
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-    except ImportError:  # pragma: no cover - the postgres extra is not installed
-        PostgresSaver = AsyncPostgresSaver = ()  # type: ignore[assignment,misc]
-    if isinstance(inner, AsyncPostgresSaver):
-        return _AsyncPostgresRows(inner)
-    if isinstance(inner, PostgresSaver):
-        return _PostgresRows(inner)
-    raise RekeyUnsupported(f"cannot re-encrypt {type(inner).__name__}'s stored values in place: copy_thread and "
-                           "prune(strategy='keep_latest') are refused over it (nothing was changed)")
+def _rows(inner: BaseCheckpointSaver) -> _Rows:
+    """How ``inner``'s stored values are re-encrypted in place; :class:`RekeyUnsupported` if its
+    driver cannot (``reencrypts``)."""
+    driver = driver_or_generic(inner)
+    if not driver.reencrypts():
+        raise RekeyUnsupported(f"cannot re-encrypt {type(inner).__name__}'s stored values in place: copy_thread "
+                               "and prune(strategy='keep_latest') are refused over it (nothing was changed)")
+    return _Rows(driver)
 
 
 def encrypting(saver: BaseCheckpointSaver | Callable[..., BaseCheckpointSaver], store: KeyStore) -> EncryptingSaver:

@@ -52,6 +52,7 @@ from typing import Any, Literal
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from unsee.middleware.checkpointers import driver_or_generic, unwrapped
 from unsee.middleware.errors import InvalidArgument, UnseeError
 from unsee.middleware.faults import fault_point
 
@@ -238,7 +239,7 @@ def _semantic_ids(records: Any, thread: str) -> set[str]:
 
 
 def _size(saver: Any) -> int | None:
-    path = main_file(getattr(getattr(saver, "inner", saver), "conn", None))
+    path = main_file(driver_or_generic(unwrapped(saver)).connection)
     if path is None:
         return None
     return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
@@ -253,8 +254,8 @@ def _journal(ctx: Any, thread: str) -> Journal:
 
 def _compact(saver: Any) -> str | None:
     """Make the dropped rows' bytes go (SQLite WAL and free pages; PostgreSQL heap)."""
-    inner = getattr(saver, "inner", saver)
-    conn, lock = getattr(inner, "conn", None), getattr(inner, "lock", None)
+    driver = driver_or_generic(unwrapped(saver))  # (an EncryptingSaver wraps the real saver)
+    conn, lock = driver.connection, driver.lock
     if main_file(conn) is not None:
         res = scrub(conn, lock=lock)
         return "SQLite scrubbed (WAL truncated, VACUUM)" + ("" if res.complete else f": incomplete {res.notes}")

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from unsee.middleware.checkpointers import driver_or_generic, unwrapped
 from unsee.middleware.faults import fault_point
 from unsee.middleware.memory import MemoryChange
 from unsee.middleware.semconv import OP_DELETE_MEMORY
@@ -56,10 +57,11 @@ class CheckpointHistoryRoute(Route):
         #: one journal per session, whichever erasure event runs the rewrite (a rerun with
         #: another event id must still finish a swap an earlier one began)
         self.journals = Path(journals)
-        inner = getattr(self.saver, "inner", self.saver)  # an EncryptingSaver wraps the real saver
-        self.conn = getattr(inner, "conn", None)
-        self.lock = getattr(inner, "lock", None)
-        self.path = main_file(self.conn) or async_main_file(inner)
+        #: the driver of the saver holding the rows (an EncryptingSaver wraps the real saver)
+        self.driver = driver_or_generic(unwrapped(self.saver))
+        self.conn = self.driver.connection
+        self.lock = self.driver.lock
+        self.path = self.driver.database_file()
         self.keys = self.saver.store if isinstance(self.saver, EncryptingSaver) else None
         #: (scope, its reads): the audit before an erasure and the rewrite decode each checkpoint once
         self._reads: tuple[Scope, history.ThreadReader] | None = None
@@ -244,8 +246,8 @@ class CheckpointHistoryRoute(Route):
 
     def _rewrite_in_place(self, scope: Scope, event_id: str, scratch: str, fork: dict | None,
                           reader: history.ThreadReader, journal: Journal, key: str) -> list[str]:
-        """A plain SqliteSaver or PostgresSaver: the suffix rewritten with SQL in one transaction
-        (history_sql.py, history_pg.py)."""
+        """A saver whose SQLite or PostgreSQL driver is ``sql_rewritable``: the suffix rewritten
+        with SQL in one transaction (history_sql.py, history_pg.py)."""
         saver, thread = self.saver, scope.session
         start = history.before_turn(saver, thread, fork["checkpoint_id"]) if fork else None
         sqlite = history_sql.sqlite_saver_conn(saver) is not None

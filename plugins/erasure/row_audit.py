@@ -35,7 +35,8 @@ bytes hold a target of at most eight hex digits is decoded, and the value
 predicate, which reads no names, judges it (a longer one is in one UUID in
 hundreds of millions).
 
-Savers read raw: ``SqliteSaver`` (tables ``checkpoints``/``writes``) and
+Savers read raw (those whose checkpointer driver, ``unsee.middleware.checkpointers``,
+says ``rows_readable``): ``SqliteSaver`` (tables ``checkpoints``/``writes``) and
 ``InMemorySaver`` (dicts ``storage``/``writes``/``blobs``) and ``PostgresSaver`` on
 one connection (``checkpoints``' JSONB — inline primitives and metadata, which
 the driver returns decoded and are tested as values — ``checkpoint_blobs``,
@@ -52,6 +53,8 @@ import re
 import sqlite3
 from collections.abc import Callable, Iterable
 from typing import Any
+
+from unsee.middleware.checkpointers import driver_for, driver_or_generic, unwrapped
 
 from .forms import Form, holds_target
 
@@ -126,42 +129,26 @@ def _channel_values_hold(judge: RowJudge) -> Callable[[Any], bool]:
     return lambda ckpt: any(judge.value(v) for v in (ckpt or {}).get("channel_values", {}).values())
 
 
-def _inner(saver: Any) -> Any:
-    return getattr(saver, "inner", saver)  # an EncryptingSaver wraps the real saver
-
-
 def history_rows_holding(saver: Any, thread: str, target: str, forms: Iterable[Form]) -> tuple[int, int] | None:
     """(checkpoints of ``thread`` in every namespace, those holding the target) from the saver's
     stored rows — what ``history.history_holding`` reports by decoding all — or None when the
     saver's storage is not one this module reads (decode everything then)."""
-    inner = _inner(saver)
-    try:
-        from langgraph.checkpoint.memory import InMemorySaver
-        from langgraph.checkpoint.sqlite import SqliteSaver
-    except ImportError:  # pragma: no cover - both ship with the dependencies
+    driver = driver_or_generic(unwrapped(saver))  # (an EncryptingSaver wraps the real saver)
+    if not driver.rows_readable():
         return None
-    judge = RowJudge(target, forms, inner.serde.loads_typed)
-    if isinstance(inner, SqliteSaver) and isinstance(getattr(inner, "conn", None), sqlite3.Connection):
-        return _sqlite_history(inner, thread, judge)
-    if isinstance(inner, InMemorySaver) and type(inner).list is InMemorySaver.list:
-        return _memory_history(inner, thread, judge)
-    conn = getattr(inner, "conn", None)
-    try:
-        import psycopg
-        from langgraph.checkpoint.postgres import PostgresSaver
-    except ImportError:
-        return None
-    if type(inner) is PostgresSaver and isinstance(conn, psycopg.Connection):  # (a pool: decode all)
-        return _postgres_history(inner, conn, thread, judge)
-    return None
+    judge = RowJudge(target, forms, driver.saver.serde.loads_typed)
+    read = {"sqlite": _sqlite_history, "memory": _memory_history, "postgres": _postgres_history}.get(driver.engine)
+    return None if read is None else read(driver.saver, thread, judge)
 
 
-def _postgres_history(saver: Any, conn: Any, thread: str, judge: RowJudge) -> tuple[int, int]:
+def _postgres_history(saver: Any, thread: str, judge: RowJudge) -> tuple[int, int]:
     """PostgresSaver: a checkpoint's values are its JSONB's inline primitives overridden by the
     ``checkpoint_blobs`` rows of its channel versions (not ``empty``), as its ``list`` rebuilds them."""
     from psycopg.rows import tuple_row
 
-    with saver.lock, conn.cursor(row_factory=tuple_row) as cur:
+    driver = driver_for(saver)
+
+    with driver.locked(), driver.connection.cursor(row_factory=tuple_row) as cur:
         cur.execute("SELECT checkpoint_ns, checkpoint_id, checkpoint -> 'channel_values',"
                     " checkpoint -> 'channel_versions', metadata FROM checkpoints WHERE thread_id = %s", (thread,))
         ckpts = cur.fetchall()
@@ -195,12 +182,14 @@ def _postgres_history(saver: Any, conn: Any, thread: str, judge: RowJudge) -> tu
 
 
 def _sqlite_history(saver: Any, thread: str, judge: RowJudge) -> tuple[int, int]:
+    driver = driver_for(saver)
     holding: set[tuple[str, str]] = set()
     ids: list[tuple[str, str]] = []
     values = _channel_values_hold(judge)
-    with getattr(saver, "lock", None) or contextlib.nullcontext():
-        cur = saver.conn.execute("SELECT checkpoint_ns, checkpoint_id, type, checkpoint, metadata FROM checkpoints"
-                                 " WHERE thread_id = ?", (thread,))
+    conn = driver.connection
+    with driver.locked():
+        cur = conn.execute("SELECT checkpoint_ns, checkpoint_id, type, checkpoint, metadata FROM checkpoints"
+                           " WHERE thread_id = ?", (thread,))
         for ns, cid, type_, blob, meta in cur:
             key = (ns, cid)
             ids.append(key)
@@ -208,8 +197,8 @@ def _sqlite_history(saver: Any, thread: str, judge: RowJudge) -> tuple[int, int]
             if judge.row(type_, blob, values) or (meta is not None and judge.text_row(meta, json.loads)):
                 holding.add(key)
         known = set(ids)
-        cur = saver.conn.execute("SELECT checkpoint_ns, checkpoint_id, type, value FROM writes WHERE thread_id = ?",
-                                 (thread,))
+        cur = conn.execute("SELECT checkpoint_ns, checkpoint_id, type, value FROM writes WHERE thread_id = ?",
+                           (thread,))
         for ns, cid, type_, blob in cur:
             key = (ns, cid)
             if key in known and key not in holding and judge.row(type_, blob):
@@ -218,18 +207,20 @@ def _sqlite_history(saver: Any, thread: str, judge: RowJudge) -> tuple[int, int]
 
 
 def sqlite_checkpoint_holds(saver: Any, judge: RowJudge) -> Callable[[str, str], bool | None]:
-    """``holds(thread, checkpoint_id)`` for one root checkpoint of a ``SqliteSaver``: its value
+    """``holds(thread, checkpoint_id)`` for one root checkpoint of a saver with a SQLite driver: its value
     blob, metadata and pending writes judged as :func:`history_rows_holding` judges them (None:
     no such checkpoint). For checking a few checkpoints without listing the thread."""
     values = _channel_values_hold(judge)
+    driver = driver_for(saver)
+    conn = driver.connection
 
     def holds(thread: str, checkpoint_id: str) -> bool | None:
         key = (thread, checkpoint_id)
-        with getattr(saver, "lock", None) or contextlib.nullcontext():
-            row = saver.conn.execute("SELECT type, checkpoint, metadata FROM checkpoints WHERE thread_id = ? "
-                                     "AND checkpoint_ns = '' AND checkpoint_id = ?", key).fetchone()
-            writes = saver.conn.execute("SELECT type, value FROM writes WHERE thread_id = ? AND checkpoint_ns = '' "
-                                        "AND checkpoint_id = ?", key).fetchall()
+        with driver.locked():
+            row = conn.execute("SELECT type, checkpoint, metadata FROM checkpoints WHERE thread_id = ? "
+                               "AND checkpoint_ns = '' AND checkpoint_id = ?", key).fetchone()
+            writes = conn.execute("SELECT type, value FROM writes WHERE thread_id = ? AND checkpoint_ns = '' "
+                                  "AND checkpoint_id = ?", key).fetchall()
         if row is None:
             return None
         type_, blob, meta = row
@@ -240,25 +231,28 @@ def sqlite_checkpoint_holds(saver: Any, judge: RowJudge) -> Callable[[str, str],
 
 
 def _memory_history(saver: Any, thread: str, judge: RowJudge) -> tuple[int, int]:
+    driver = driver_for(saver)
     total = held = 0
+    storage, stored_writes, blobs = driver.dicts()
+    serde = driver.saver.serde
     blob_holds: dict[tuple, bool] = {}  # a channel version's blob is shared by many checkpoints
-    for ns, by_id in list(saver.storage.get(thread, {}).items()):
+    for ns, by_id in list(storage.get(thread, {}).items()):
         for cid, (ckpt, meta, _parent) in list(by_id.items()):
             total += 1
             # the checkpoint without its values is small: decoded for its channel versions
-            versions = (saver.serde.loads_typed(ckpt) or {}).get("channel_versions", {})
+            versions = (serde.loads_typed(ckpt) or {}).get("channel_versions", {})
             hit = False
             for ch, ver in versions.items():
                 key = (ns, ch, ver)
                 if key not in blob_holds:
-                    blob = saver.blobs.get((thread, ns, ch, ver))
+                    blob = blobs.get((thread, ns, ch, ver))
                     blob_holds[key] = blob is not None and blob[0] != "empty" and judge.row(*blob)
                 if blob_holds[key]:
                     hit = True
                     break
             hit = hit or judge.row(*meta)
             if not hit:
-                writes = saver.writes.get((thread, ns, cid), {})
+                writes = stored_writes.get((thread, ns, cid), {})
                 hit = any(judge.row(*w[2]) for w in list(writes.values()))
             held += hit
     return total, held

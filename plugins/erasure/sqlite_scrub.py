@@ -19,7 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from unsee.middleware.checkpointers.files import async_main_file, main_file
 from unsee.middleware.errors import InvalidArgument
+
+__all__ = ["Checkpoint", "ScrubResult", "async_main_file", "enable_secure_delete", "main_file", "scrub",
+           "scrub_file", "scrub_owned"]
 
 
 @dataclass(frozen=True)
@@ -60,20 +64,6 @@ class ScrubResult:
 def enable_secure_delete(conn: sqlite3.Connection) -> None:
     """Make later deletes on ``conn`` overwrite freed content with zeros (a per-connection setting)."""
     conn.execute("PRAGMA secure_delete=ON")
-
-
-def main_file(conn: Any) -> Path | None:
-    """The file behind a sqlite3 connection (None: in memory, closed, or not SQLite)."""
-    if not isinstance(conn, sqlite3.Connection):
-        return None
-    try:
-        rows = conn.execute("PRAGMA database_list").fetchall()
-    except sqlite3.Error:
-        return None
-    for _seq, name, file in rows:
-        if name == "main":
-            return Path(file) if file else None
-    return None
 
 
 def _size(path: Path | None) -> int:
@@ -152,33 +142,6 @@ def scrub_file(path: str | os.PathLike, *, vacuum: bool = True, timeout: float =
         return scrub(conn, vacuum=vacuum)
     finally:
         conn.close()
-
-
-def async_main_file(owner: Any) -> Path | None:
-    """The file behind the aiosqlite connection of an async saver or store (``AsyncSqliteSaver``:
-    ``owner.conn`` with ``owner.loop``), asked on the owner's own loop (the connection belongs to
-    its worker thread). None for anything else, an in-memory database, or when called from that
-    loop's thread (which would wait on itself; the owner's own sync API refuses that too)."""
-    import asyncio
-
-    conn, loop = getattr(owner, "conn", None), getattr(owner, "loop", None)
-    if conn is None or loop is None or type(conn).__module__.split(".")[0] != "aiosqlite":
-        return None
-    try:
-        if asyncio.get_running_loop() is loop:
-            return None
-    except RuntimeError:
-        pass
-
-    async def ask() -> list:
-        async with conn.execute("PRAGMA database_list") as cur:
-            return list(await cur.fetchall())
-
-    try:
-        rows = asyncio.run_coroutine_threadsafe(ask(), loop).result(timeout=30)
-    except Exception:  # a closed connection or loop: no file to scan or scrub
-        return None
-    return next((Path(file) for _seq, name, file in rows if name == "main" and file), None)
 
 
 def scrub_owned(conn: Any, path: Path, *, lock: Any = None) -> ScrubResult:

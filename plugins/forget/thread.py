@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from unsee.middleware.checkpointers import driver_or_generic
 from unsee.middleware.hooks import message_artifact
 from unsee.middleware.memory import RecordingStore
 
@@ -34,43 +35,21 @@ def messages(agent: Any, thread: str) -> list:
 
 def has_checkpoint(saver: Any, thread: str, checkpoint_id: str, checkpoint_ns: str = "") -> bool | None:
     """Whether ``saver`` holds the checkpoint, found without loading it (``get_tuple`` would
-    deserialise its whole state: the session's every message on a full-state graph). Answered for
-    a plain ``InMemorySaver`` (its dicts) and a plain ``SqliteSaver`` (one indexed row); None for
-    any other saver, or one that overrides how it reads (the caller loads the checkpoint)."""
-    from langgraph.checkpoint.memory import InMemorySaver
-
-    if isinstance(saver, InMemorySaver) and type(saver).get_tuple is InMemorySaver.get_tuple:
-        threads = saver.storage
-        return thread in threads and checkpoint_id in threads[thread].get(checkpoint_ns, {})
-    try:
-        from langgraph.checkpoint.sqlite import SqliteSaver
-    except ImportError:  # (the SQLite saver is an optional package)
-        return None
-    if isinstance(saver, SqliteSaver) and type(saver).get_tuple is SqliteSaver.get_tuple:
-        with saver.cursor(transaction=False) as cur:
-            cur.execute("SELECT 1 FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
-                        (str(thread), checkpoint_ns, checkpoint_id))
-            return cur.fetchone() is not None
-    return None
+    deserialise its whole state: the session's every message on a full-state graph). Answered
+    where the saver's checkpointer driver can (LangGraph's in-memory saver: its dicts; its SQLite
+    saver: one indexed row; neither when a subclass overrides how it reads); None for any other
+    saver (the caller loads the checkpoint)."""
+    return driver_or_generic(saver).has_checkpoint(thread, checkpoint_id, checkpoint_ns)
 
 
 def parent_ids(saver: Any, thread: str) -> dict[str, str | None]:
     """checkpoint id -> parent id of the thread's root-namespace checkpoints, read without
-    loading them on a plain ``InMemorySaver`` (its dicts) or ``SqliteSaver`` (one indexed query);
-    any other saver lists the thread through its API (each checkpoint decoded)."""
-    from langgraph.checkpoint.memory import InMemorySaver
-
-    if type(saver) is InMemorySaver:
-        return {cid: parent for cid, (_, _, parent) in saver.storage.get(thread, {}).get("", {}).items()}
-    try:
-        from langgraph.checkpoint.sqlite import SqliteSaver
-    except ImportError:  # (the SQLite saver is an optional package)
-        SqliteSaver = None
-    if SqliteSaver is not None and type(saver) is SqliteSaver:
-        with saver.cursor(transaction=False) as cur:
-            cur.execute("SELECT checkpoint_id, parent_checkpoint_id FROM checkpoints WHERE thread_id = ? "
-                        "AND checkpoint_ns = ''", (str(thread),))
-            return {cid: parent for cid, parent in cur.fetchall()}
+    loading them where the saver's checkpointer driver can (LangGraph's own in-memory saver: its
+    dicts; its SQLite saver: one indexed query); any other saver lists the thread through its
+    API (each checkpoint decoded)."""
+    known = driver_or_generic(saver).parent_ids(thread)
+    if known is not None:
+        return known
     out = {}
     for t in saver.list({"configurable": {"thread_id": thread, "checkpoint_ns": ""}}):
         conf = t.config["configurable"]

@@ -442,14 +442,15 @@ class UnseeAgentElement(BasePipelineElement):
     def query(self, query: str, runtime: FunctionsRuntime, env: Env = EmptyEnv(),
               messages: Sequence[ChatMessage] = [], extra_args: dict = {}):
         from langchain.agents import create_agent
-        from langgraph.checkpoint.memory import InMemorySaver
+
+        from unsee.middleware.checkpointers import open_saver
 
         if self.model == "local":
             model, steer = self.u.chat_model(max_tokens=self.max_tokens), [ToolBudget(self.max_tool_calls)]
         else:
             model, steer = ScriptedChatModel(policy=injection_policy(self.plan(query, env))), []
         agent = create_agent(model, make_tools(runtime, env), system_prompt=self.system_prompt,
-                             middleware=[*steer, self.u.middleware()], checkpointer=InMemorySaver())
+                             middleware=[*steer, self.u.middleware()], checkpointer=open_saver("memory")[0])
         thread = f"agentdojo-{self.suite.name}-{uuid.uuid4().hex[:12]}"
         config = {"configurable": {"thread_id": thread}, "recursion_limit": 100}
         decided_before = len(self.ifc.decisions) if self.ifc else 0

@@ -145,12 +145,12 @@ def routing_tools(world: World) -> set[str]:
 def build_agent(u: Unsee, world: World, model: Any, fired: list[str], *, route: bool = False) -> Any:
     """The episode's recorded agent on ``world.env``. ``route``: steer a small model's tool
     use (``ToolBudget``)."""
-    from langchain.agents import create_agent
-    from langgraph.checkpoint.memory import InMemorySaver
-
     from agentdojo.functions_runtime import FunctionsRuntime
+    from langchain.agents import create_agent
+
+    from unsee.middleware.checkpointers import open_saver
 
     tools = make_tools(FunctionsRuntime(world.suite.tools), world.env, fired)
     mws = ([ToolBudget(3)] if route else []) + [u.middleware()]
     return create_agent(model, tools, system_prompt="You are a helpful assistant.", middleware=mws,
-                        checkpointer=InMemorySaver())
+                        checkpointer=open_saver("memory")[0])

@@ -88,8 +88,9 @@ def build_agent(u: Unsee, episode: Episode, model: Any, fired: list[str], *, rou
     from langchain.agents import create_agent
     from langchain.agents.middleware import SummarizationMiddleware
     from langchain_core.tools import tool
-    from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.store.memory import InMemoryStore
+
+    from unsee.middleware.checkpointers import open_saver
 
     from .stand_in import summarize
 
@@ -134,7 +135,7 @@ def build_agent(u: Unsee, episode: Episode, model: Any, fired: list[str], *, rou
 
         mws.insert(0, RecentTurns(episode.window))
     return create_agent(model, [lookup, transfer, book, note], system_prompt="You are support.", middleware=mws,
-                        checkpointer=InMemorySaver(), store=store)
+                        checkpointer=open_saver("memory")[0], store=store)
 
 
 def read_state(u: Unsee, agent: Any, session: str, routing: Sequence[str] = ROUTING_TOOLS) -> metrics.EpisodeState:
