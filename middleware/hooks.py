@@ -110,12 +110,12 @@ class UnseeMiddleware(AgentMiddleware):
         sid, lg_ckpt = current_session()
         # Outside the observer's try: a run that cannot get its session (a forget holds it in
         # another process) or whose state a forget replaced must not go on.
-        why = self.recorder.acquire_run(sid)
+        why = self.recorder.run_leases.acquire(sid)
         if why is not None:
             try:
                 self._check_head(sid, lg_ckpt, strict=why == "waited")
             except BaseException:
-                self.recorder.release_run(sid)
+                self.recorder.run_leases.release(sid)
                 raise
         fork = None  # the artifacts the run's state starts with, when it lost messages the session had live
         thread_fork = None  # a session's first run starting from state recorded in another thread
@@ -147,13 +147,13 @@ class UnseeMiddleware(AgentMiddleware):
                     st.root.end()
                     st.root = None
                     st.watched = False
-                    rec.mark_running(sid, False)  # its count (the session's lease is this run's now)
+                    rec.activity.mark_running(sid, False)  # its count (the session's lease is this run's now)
                 if not same_run:
                     st.turn += 1
                 if sid not in rec.agents:  # (a run nested in another graph: that graph owns the thread)
                     agent = find_thread_graph(self) if enclosing_graph() is not None else find_agent(self)
                     if agent is not None:
-                        rec.learn_agent(sid, agent)
+                        rec.agents.learn(sid, agent)
                 agent_name = agent_name_of(rec.agents.get(sid))
                 attrs = {sc.GEN_AI_OPERATION: sc.OP_INVOKE_AGENT, **session_attributes(st), sc.TURN: st.turn}
                 if agent_name:
@@ -163,7 +163,7 @@ class UnseeMiddleware(AgentMiddleware):
                 # (the conventions: ``invoke_agent {gen_ai.agent.name}``, ``invoke_agent`` without one)
                 st.root = rec.tracer.start_span(
                     f"{sc.OP_INVOKE_AGENT} {agent_name}" if agent_name else sc.OP_INVOKE_AGENT, attributes=attrs)
-                rec.mark_running(sid, True)  # (a run whose span is open: its end unmarks it)
+                rec.activity.mark_running(sid, True)  # (a run whose span is open: its end unmarks it)
                 self._watch_end(st)
                 first = not st.started
                 kind = CheckpointKind.TURN if st.started else CheckpointKind.SESSION_START
@@ -278,11 +278,11 @@ class UnseeMiddleware(AgentMiddleware):
                 if failed is not None:
                     error_status(root, failed)
                 rec.end_later(st, root)  # (after the run's other spans: tasks run in order)
-                rec.mark_running(sid, False)
+                rec.activity.mark_running(sid, False)
         except Exception as exc:
             rec.fail(sid, exc)
         finally:
-            rec.release_run(sid)  # (by the writer, once the run's records are written)
+            rec.run_leases.release(sid)  # (by the writer, once the run's records are written)
             # the writer writes the run's records now, unless the next run is already on its way
             # (it looks after a moment: ``store_writer``)
             rec.store.kick(write=True)
@@ -370,17 +370,17 @@ class UnseeMiddleware(AgentMiddleware):
         # A run resumed after an interrupt (or going on after an outer retry caught an error)
         # skips before_agent: it takes its session's lease here.
         rec, st = self.recorder, call["st"]
-        rec.acquire_run(call["sid"])
+        rec.run_leases.acquire(call["sid"])
         self._watch_end(st)  # (a resumed run's: its end gives the lease back)
-        rec.hand_over_backlog()
-        began = rec.call_began(var)  # (one waiting-time estimate per kind of call: model, tool)
-        if rec.tasks and rec.worth_waking(var):
+        rec.activity.hand_over_backlog()
+        began = rec.activity.call_began(var)  # (one waiting-time estimate per kind of call: model, tool)
+        if rec.tasks and rec.activity.worth_waking(var):
             rec.store.kick()  # the agent waits on the call now: the queued work is done meanwhile
         try:
             with trace.use_span(call["span"], end_on_exit=False):
                 yield
         except BaseException as exc:
-            rec.call_ended(var, began)
+            rec.activity.call_ended(var, began)
             rec.run_tasks()  # (what is queued for the span first)
             error_status(call["span"], exc)
             call["span"].end()
@@ -391,7 +391,7 @@ class UnseeMiddleware(AgentMiddleware):
                 self._end_turn(failed=exc)
             raise
         else:
-            rec.call_ended(var, began)
+            rec.activity.call_ended(var, began)
         finally:
             var.reset(token)
 

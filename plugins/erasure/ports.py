@@ -59,7 +59,6 @@ class Environments(Protocol):
 class Runs(Protocol):
     """The runs of the agent in this process: an erasure waits until none is on its session."""
 
-    def wait_idle(self, session_id: str, wait: bool = True) -> None: ...
     def exclusive(self, session_id: str, wait: bool = True) -> AbstractContextManager[None]: ...
 
 

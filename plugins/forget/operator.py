@@ -172,7 +172,7 @@ class Forgetter:
 
     def _agent(self, session: str, agent: Any | None) -> Any:
         runs = self.ctx.runs
-        agent = agent or runs.agents.get(session) or runs.last_agent
+        agent = agent or runs.agents.for_session(session)
         if agent is None:
             raise AgentUnknown(session)
         return agent
@@ -210,7 +210,7 @@ class Forgetter:
         entries = observed_entries(g, event.target, hit, event.source)
         runs = self.ctx.runs
         plan = make_plan(g, hit, g.taint(sorted(entries)), strategy, entries=entries,
-                         fork_available=_fork_available(agent or runs.agents.get(session) or runs.last_agent, session))
+                         fork_available=_fork_available(agent or runs.agents.for_session(session), session))
         return with_inputs_from_state(plan, session, missing) if missing else plan
 
     def _unrecorded(self, session: str, info: Any, g: Any, strategy: Strategy, agent: Any | None) -> list:

@@ -55,14 +55,18 @@ class InterceptorSlots(Protocol):
     def remove(self, session_id: str) -> None: ...
 
 
-class Runs(Protocol):
-    """The runs of the agent in this process: waited for, their agents, their cached state."""
+class Agents(Protocol):
+    """The agents that ran in this process (a replay runs the session's own)."""
 
-    agents: Mapping[str, Any]
-    last_agent: Any
+    def for_session(self, session_id: str | None) -> Any: ...
+
+
+class Runs(Protocol):
+    """The runs of the agent in this process: held off a session, their agents, their cached state."""
+
+    agents: Agents
     interceptors: InterceptorSlots
 
-    def wait_idle(self, session_id: str, wait: bool = True) -> None: ...
     def exclusive(self, session_id: str, wait: bool = True) -> AbstractContextManager[None]: ...
     def forget_state(self, session_id: str) -> None: ...
     def seed_state(self, session_id: str, artifacts: list, checkpoints: list) -> None: ...

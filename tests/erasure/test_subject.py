@@ -316,7 +316,7 @@ def test_namespace_delete_against_a_concurrent_recorded_writer(tmp_path, request
     # the lease table in <home>/leases.sqlite, or in PostgreSQL (unsee's records there)
     u = Unsee(home=home, sandbox="none", store=request.getfixturevalue("pg_url") if leases == "postgres" else None)
     st = sqlite3.connect(home / "store.sqlite", check_same_thread=False, isolation_level=None)
-    assert (u.recorder.leases.path is None) == (leases == "postgres")
+    assert (u.recorder.run_leases.table.path is None) == (leases == "postgres")
     inner = LoggedSqliteStore(st)
     inner.setup()
     store = u.recorded_store(inner)
@@ -336,7 +336,7 @@ def test_namespace_delete_against_a_concurrent_recorded_writer(tmp_path, request
         w.start()
         while len(puts) < 5:
             time.sleep(0.005)
-        done = delete_namespace(store, ("users", "ann"), leases=u.recorder.leases, hasher=u.recorder.hasher)
+        done = delete_namespace(store, ("users", "ann"), leases=u.recorder.run_leases.table, hasher=u.recorder.hasher)
         n = len(puts)
         while len(puts) < n + 5:
             time.sleep(0.005)
