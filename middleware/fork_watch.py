@@ -131,7 +131,7 @@ class ForkJournal:
         with self._lock:
             if self._db is not None:
                 return self._db
-            shared = self._store.lease_db()
+            shared = self._store.shared.lease_db()
             if shared is None:
                 path = self._store.home / FILE
                 if not create and not path.exists():
@@ -267,7 +267,7 @@ class ForkWatch:
         policy = self.policy(sid)
         try:
             known = {r.write_id for r in self.journal.rows(sid)}
-            journal = self.store.store_journal(sid)
+            journal = self.store.memory_journal.entries(sid)
             orphans = orphaned_writes(self.store.artifacts(sid), branch)
             found = [o for o in live_orphans(orphans, journal) if o.write.id not in known]
             if store is not None:  # only what the store still holds is memory outliving its evidence
@@ -294,7 +294,7 @@ class ForkWatch:
             except Exception as exc:
                 raise ForkRollbackInterrupted(sid, exc) from exc
         # what this run found, and the rollbacks it finished (begun by a run that crashed)
-        return [r for r in self._records(sid, self.store.store_journal(sid))
+        return [r for r in self._records(sid, self.store.memory_journal.entries(sid))
                 if (r.created_ns == now or r.write_id in finished) and r.action != "kept"]
 
     def on_thread_fork(self, st: Any, state_ids: list[str], stores: Iterable[Any] = (), *, turn: int,
@@ -319,7 +319,8 @@ class ForkWatch:
             self.journal.set_origin(sid, parent, checkpoint, now)
             known = {r.write_id for r in self.journal.rows(sid)}
             orphans = orphaned_writes(self.store.artifacts(parent), state_ids)
-            found = [o for o in live_orphans(orphans, self.store.store_journal(parent)) if o.write.id not in known]
+            journal = self.store.memory_journal.entries(parent)
+            found = [o for o in live_orphans(orphans, journal) if o.write.id not in known]
             if store is not None:
                 found = [o for o in found if same_value(_value(store, o.namespace, o.key), o.expect)]
             if not found:
@@ -393,7 +394,7 @@ class ForkWatch:
 
     def records(self, session_id: str, *, include_kept: bool = False) -> list[OrphanedMemory]:
         """A session's orphaned items, oldest first (``"kept"`` ones only with ``include_kept``)."""
-        return [r for r in self._records(session_id, self.store.store_journal(session_id))
+        return [r for r in self._records(session_id, self.store.memory_journal.entries(session_id))
                 if include_kept or r.action != "kept"]
 
     def _records(self, session_id: str, journal: list) -> list[OrphanedMemory]:
@@ -402,13 +403,13 @@ class ForkWatch:
             return []
         from .memory import source_key
 
-        journals = {session_id: {e[0]: e for e in journal or self.store.store_journal(session_id)}}
+        journals = {session_id: {e[0]: e for e in journal or self.store.memory_journal.entries(session_id)}}
         out = []
         readers = None
         for r in rows:
             writer = r.writer or session_id
             if writer not in journals:
-                journals[writer] = {e[0]: e for e in self.store.store_journal(writer)}
+                journals[writer] = {e[0]: e for e in self.store.memory_journal.entries(writer)}
             e = journals[writer].get(r.write_seq)
             ns, key = (tuple(e[1]), e[2]) if e is not None else self._source_of(writer, r.write_id)
             if readers is None:

@@ -218,7 +218,7 @@ class RecordingStore(BaseStore):
     def begin_overlay(self, scratch_thread: str, session_id: str, since_seq: int,
                       replace: dict[tuple[tuple[str, ...], str], Any] | None = None) -> StoreOverlay:
         base: dict[tuple[tuple[str, ...], str], Any] = {}
-        for seq, ns, key, old, new in reversed(self.recorder.store.store_journal(session_id, since_seq)):
+        for seq, ns, key, old, new in reversed(self.recorder.store.memory_journal.entries(session_id, since_seq)):
             base[(ns, key)] = _load(old)
         base.update(replace or {})
         ov = StoreOverlay(base)

@@ -141,7 +141,7 @@ class Unsee:
         self.registry = resolve_registry(registry)  # InvalidArgument, before anything is made
         self.home = ensure_home(resolve_home(home))  # HomeNotADirectory
         self.store = ProvenanceStore(self.home, url)  # StoreDamaged, StoreUnavailable
-        shared = self.store.shared_key("hash_key")  # one key for every machine on a shared store
+        shared = self.store.shared.key("hash_key")  # one key for every machine on a shared store
         self.hasher = ContentHasher(shared) if shared else ContentHasher.from_home(self.home)
         self.processor = ProvenanceSpanProcessor(self.store)
         self._own_provider = tracer_provider is None  # (ours is shut down on close; the user's is not)
@@ -161,7 +161,7 @@ class Unsee:
                 self.home, sandbox, sandbox_setup, db=self._shared_db(), registry=self.registry, hasher=self.hasher)
             env_snapshotter = env_snapshotter or self.environments.snapshot_for_thread
         # a forget and a run on one session never interleave, in any process using this home
-        leases = LeaseTable(self.store.lease_db() or self.home / "leases.sqlite")
+        leases = LeaseTable(self.store.shared.lease_db() or self.home / "leases.sqlite")
         self.recorder = Recorder(self.store, self.tracer_provider.get_tracer("unsee", "0.1.0"), self.hasher,
                                  self._counter_for, content_in_spans=content_in_spans,
                                  env_snapshotter=env_snapshotter, leases=leases)

@@ -182,7 +182,7 @@ class Forgetter:
         remaining steps fail again raises ``CommitInterrupted`` (nothing of the forget that called
         this has begun)."""
         done = []
-        pending = self.ctx.records.pending_commits(session)
+        pending = self.ctx.records.commits.pending(session)
         if pending:
             agent = self._agent(session, agent)
             for event_id, *_ in pending:
@@ -221,7 +221,7 @@ class Forgetter:
             return []
         missing = unrecorded_messages(self._agent(session, agent), session, g)
         if not missing:
-            self.ctx.records.clear_run_died(session)  # every message is recorded: the mark goes
+            self.ctx.records.run_marks.clear(session)  # every message is recorded: the mark goes
         elif strategy is not Strategy.B5:
             raise RecordsBehind(session, len(missing), strategy.value)
         return missing
@@ -256,7 +256,7 @@ class Forgetter:
         spec = Strategy.parse(strategy).spec
         if spec.needs_ifc and ctx.revoker() is None:
             raise IfcNotEnabled(spec.code)
-        state = ctx.records.commit_state(event.event_id)
+        state = ctx.records.commits.state(event.event_id)
         if state is not None:  # the event id is an idempotency key
             t0 = time.perf_counter()
             errors = []
@@ -360,7 +360,7 @@ class Forgetter:
         """After a failed replay, remove its scratch thread, unless a commit was begun
         (then the scratch records are what ``recover`` rolls forward from)."""
         try:
-            if self.ctx.records.commit_state(event_id) is not None:
+            if self.ctx.records.commits.state(event_id) is not None:
                 return
             clear_scratch(self.ctx, agent, scratch)
         except Exception:  # the original error is what the caller must see

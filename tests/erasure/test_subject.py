@@ -190,7 +190,7 @@ def test_erase_subject_sqlite(tmp_path, encrypted):
         run_all(agent)
         if not encrypted:  # a forget kept its old record (scratch thread, commit journal): erased with the rest
             assert u.forget("a1", RevocationEvent(target=CARDS["a"]), erase=False).committed
-            assert threads_with_prefix(agent.checkpointer, "a1~cf-") and u.store.commits_of("a1")
+            assert threads_with_prefix(agent.checkpointer, "a1~cf-") and u.store.commits.of("a1")
             u.export_jaeger_json("a1", home / "a1-trace.json")
             u.export_jaeger_json("b1", home / "b1-trace.json")
         else:
@@ -204,7 +204,7 @@ def test_erase_subject_sqlite(tmp_path, encrypted):
         _check_erased(u, agent, store, result)
         assert others_rows(home, others) == rows_before  # every byte of B's and C's rows unchanged
         if not encrypted:
-            assert not threads_with_prefix(agent.checkpointer, "a1~cf-") and not u.store.commits_of("a1")
+            assert not threads_with_prefix(agent.checkpointer, "a1~cf-") and not u.store.commits.of("a1")
             assert not (home / "a1-trace.json").exists()
             assert (home / "b1-trace.json").exists()
             assert [json.loads(x)["session"] for x in (home / "exports.jsonl").read_text().splitlines()] == ["b1"]
