@@ -44,7 +44,9 @@ from .errors import UnseeError
 from .fork_memory import (DEFAULT_FORK_POLICY, FORK_POLICIES, ForkPolicy, LiveOrphan, OrphanedMemory, action_for, live_orphans,
                           orphaned_writes, parse_fork_policy, same_value, write_before)
 from .records import ArtifactType
+from .session_state import SessionState
 from .sqldb import Db, SqliteDb, create_tables
+from .store import ProvenanceStore
 from .store_schema import connect
 
 log = logging.getLogger("unsee.forks")
@@ -121,7 +123,7 @@ class ForkRollbackInterrupted(UnseeError, RuntimeError):
 class ForkJournal:
     """The ``fork_memory`` table of one unsee home (opened, and on SQLite made, when first written)."""
 
-    def __init__(self, store: Any):
+    def __init__(self, store: ProvenanceStore):
         self._store = store
         self._db: Db | None = None
         self._own = False  # (a SQLite file of its own, closed with it; PostgreSQL: the store's pool)
@@ -229,7 +231,7 @@ class ForkWatch:
     ``default``: the policy of every session without its own (:meth:`set_policy`, kept
     by this process only)."""
 
-    def __init__(self, store: Any, default: ForkPolicy | str = DEFAULT_FORK_POLICY):
+    def __init__(self, store: ProvenanceStore, default: ForkPolicy | str = DEFAULT_FORK_POLICY):
         self.store = store
         self.default: ForkPolicy = parse_fork_policy(default)
         self.journal = ForkJournal(store)
@@ -251,7 +253,7 @@ class ForkWatch:
         return bool(live) and not live.keys() <= set(ids)
 
     # -- the run start ------------------------------------------------------------------
-    def on_fork(self, st: Any, branch: list[str], stores: Iterable[Any] = (), *, turn: int,
+    def on_fork(self, st: SessionState, branch: list[str], stores: Iterable[Any] = (), *, turn: int,
                 checkpoint: str | None) -> list[OrphanedMemory]:
         """Find the session's orphaned items for a run whose state holds the artifacts
         ``branch``, apply the policy, and return what the run's span reports. ``stores``: the
@@ -297,7 +299,7 @@ class ForkWatch:
         return [r for r in self._records(sid, self.store.memory_journal.entries(sid))
                 if (r.created_ns == now or r.write_id in finished) and r.action != "kept"]
 
-    def on_thread_fork(self, st: Any, state_ids: list[str], stores: Iterable[Any] = (), *, turn: int,
+    def on_thread_fork(self, st: SessionState, state_ids: list[str], stores: Iterable[Any] = (), *, turn: int,
                        checkpoint: str | None) -> list[OrphanedMemory]:
         """A session's first run whose state already holds messages another session recorded
         (``update_state`` of a new thread with another's values, ``copy_thread``): a fork into
@@ -334,7 +336,7 @@ class ForkWatch:
             log.warning("finding memory orphaned by the fork of session %s failed: %r", sid, exc, exc_info=exc)
             return []
 
-    def _finish(self, st: Any, store: Any, journal: list, pending: list[ForkRow]) -> set[str]:
+    def _finish(self, st: SessionState, store: Any, journal: list, pending: list[ForkRow]) -> set[str]:
         """Finish the session's journaled rollbacks (idempotent: rerun after a crash); the write
         ids finished. The store items are put back by ``StoreOverlay.apply``, as a forget's
         commit does."""

@@ -287,7 +287,7 @@ class RecordingStore(BaseStore):
         A replay's overlay writes nothing to the store: no lease."""
         from .leases import namespace_keys
 
-        leases = getattr(self.recorder, "leases", None)
+        leases = self.recorder.run_leases.table
         nss = {tuple(op.namespace) for op in ops if isinstance(op, PutOp)}
         if leases is None or ov is not None or not nss:
             return contextlib.nullcontext()

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import sqlite3
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -121,7 +122,7 @@ class ProvenanceStore(BatchWriter):
         self.url = url
         #: the records the recorder put on spans, for the span processor (``built_records``)
         self.built = BuiltRecords()
-        self.pool: Any = None
+        self.pool: Any = None  # (a psycopg_pool.ConnectionPool; psycopg is imported only for PostgreSQL)
         if url:
             self.path = self.vault_path = None
             self._open_postgres(url)
@@ -129,7 +130,7 @@ class ProvenanceStore(BatchWriter):
             self._open_sqlite()
         self._read_lock = threading.RLock()
         self._peek_lock = threading.Lock()
-        self._peek_db: Any = None  # (sqlite3.Connection, opened on first use)
+        self._peek_db: sqlite3.Connection | None = None  # (opened on first use)
         self._start_writer()
         self.rewrites = SessionRewrites(self)
         self.commits = CommitJournal(self)
