@@ -43,5 +43,5 @@ class CommitJournal:
     def of(self, session_id: str) -> list[tuple[str, str, str, str | None]]:
         """Every commit of a session, oldest first: (event id, scratch id, state, payload)."""
         rows = self._store._rows("SELECT event_id, scratch_id, state, payload FROM commits WHERE session_id=?"
-                          " ORDER BY created_ns", (session_id,))
+                                 " ORDER BY created_ns", (session_id,))
         return [(r[0], r[1], r[2], r[3]) for r in rows]
