@@ -11,9 +11,9 @@ before. Bounded: entries of spans that never end are dropped oldest first.
 from __future__ import annotations
 
 import threading
-from typing import Any
-
 from opentelemetry.trace import Span
+
+from .records import Artifact, Checkpoint
 
 #: spans with notes kept at once (a span ends within its run: far fewer are open)
 LIMIT = 50_000
@@ -23,11 +23,11 @@ class BuiltRecords:
     """(trace id, span id) -> the records noted for that span, in the order they went on."""
 
     def __init__(self, limit: int = LIMIT):
-        self._by_span: dict[tuple[int, int], list[Any]] = {}
+        self._by_span: dict[tuple[int, int], list[Artifact | Checkpoint]] = {}
         self._lock = threading.Lock()
         self._limit = limit
 
-    def note(self, span: Span, record: Any) -> None:
+    def note(self, span: Span, record: Artifact | Checkpoint) -> None:
         ctx = span.get_span_context()
         key = (ctx.trace_id, ctx.span_id)
         with self._lock:
@@ -38,6 +38,6 @@ class BuiltRecords:
                 held = self._by_span[key] = []
             held.append(record)
 
-    def take(self, trace_id: int, span_id: int) -> list[Any] | None:
+    def take(self, trace_id: int, span_id: int) -> list[Artifact | Checkpoint] | None:
         with self._lock:
             return self._by_span.pop((trace_id, span_id), None)

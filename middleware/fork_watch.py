@@ -44,7 +44,9 @@ from .errors import UnseeError
 from .fork_memory import (DEFAULT_FORK_POLICY, FORK_POLICIES, ForkPolicy, LiveOrphan, OrphanedMemory, action_for, live_orphans,
                           orphaned_writes, parse_fork_policy, same_value, write_before)
 from .records import ArtifactType
+from .session_state import SessionState
 from .sqldb import Db, SqliteDb, create_tables
+from .store import ProvenanceStore
 from .store_schema import connect
 
 log = logging.getLogger("unsee.forks")
@@ -121,7 +123,7 @@ class ForkRollbackInterrupted(UnseeError, RuntimeError):
 class ForkJournal:
     """The ``fork_memory`` table of one unsee home (opened, and on SQLite made, when first written)."""
 
-    def __init__(self, store: Any):
+    def __init__(self, store: ProvenanceStore):
         self._store = store
         self._db: Db | None = None
         self._own = False  # (a SQLite file of its own, closed with it; PostgreSQL: the store's pool)
@@ -131,7 +133,7 @@ class ForkJournal:
         with self._lock:
             if self._db is not None:
                 return self._db
-            shared = self._store.lease_db()
+            shared = self._store.shared.lease_db()
             if shared is None:
                 path = self._store.home / FILE
                 if not create and not path.exists():
@@ -229,7 +231,7 @@ class ForkWatch:
     ``default``: the policy of every session without its own (:meth:`set_policy`, kept
     by this process only)."""
 
-    def __init__(self, store: Any, default: ForkPolicy | str = DEFAULT_FORK_POLICY):
+    def __init__(self, store: ProvenanceStore, default: ForkPolicy | str = DEFAULT_FORK_POLICY):
         self.store = store
         self.default: ForkPolicy = parse_fork_policy(default)
         self.journal = ForkJournal(store)
@@ -251,7 +253,7 @@ class ForkWatch:
         return bool(live) and not live.keys() <= set(ids)
 
     # -- the run start ------------------------------------------------------------------
-    def on_fork(self, st: Any, branch: list[str], stores: Iterable[Any] = (), *, turn: int,
+    def on_fork(self, st: SessionState, branch: list[str], stores: Iterable[Any] = (), *, turn: int,
                 checkpoint: str | None) -> list[OrphanedMemory]:
         """Find the session's orphaned items for a run whose state holds the artifacts
         ``branch``, apply the policy, and return what the run's span reports. ``stores``: the
@@ -267,7 +269,7 @@ class ForkWatch:
         policy = self.policy(sid)
         try:
             known = {r.write_id for r in self.journal.rows(sid)}
-            journal = self.store.store_journal(sid)
+            journal = self.store.memory_journal.entries(sid)
             orphans = orphaned_writes(self.store.artifacts(sid), branch)
             found = [o for o in live_orphans(orphans, journal) if o.write.id not in known]
             if store is not None:  # only what the store still holds is memory outliving its evidence
@@ -294,10 +296,10 @@ class ForkWatch:
             except Exception as exc:
                 raise ForkRollbackInterrupted(sid, exc) from exc
         # what this run found, and the rollbacks it finished (begun by a run that crashed)
-        return [r for r in self._records(sid, self.store.store_journal(sid))
+        return [r for r in self._records(sid, self.store.memory_journal.entries(sid))
                 if (r.created_ns == now or r.write_id in finished) and r.action != "kept"]
 
-    def on_thread_fork(self, st: Any, state_ids: list[str], stores: Iterable[Any] = (), *, turn: int,
+    def on_thread_fork(self, st: SessionState, state_ids: list[str], stores: Iterable[Any] = (), *, turn: int,
                        checkpoint: str | None) -> list[OrphanedMemory]:
         """A session's first run whose state already holds messages another session recorded
         (``update_state`` of a new thread with another's values, ``copy_thread``): a fork into
@@ -319,7 +321,8 @@ class ForkWatch:
             self.journal.set_origin(sid, parent, checkpoint, now)
             known = {r.write_id for r in self.journal.rows(sid)}
             orphans = orphaned_writes(self.store.artifacts(parent), state_ids)
-            found = [o for o in live_orphans(orphans, self.store.store_journal(parent)) if o.write.id not in known]
+            journal = self.store.memory_journal.entries(parent)
+            found = [o for o in live_orphans(orphans, journal) if o.write.id not in known]
             if store is not None:
                 found = [o for o in found if same_value(_value(store, o.namespace, o.key), o.expect)]
             if not found:
@@ -333,7 +336,7 @@ class ForkWatch:
             log.warning("finding memory orphaned by the fork of session %s failed: %r", sid, exc, exc_info=exc)
             return []
 
-    def _finish(self, st: Any, store: Any, journal: list, pending: list[ForkRow]) -> set[str]:
+    def _finish(self, st: SessionState, store: Any, journal: list, pending: list[ForkRow]) -> set[str]:
         """Finish the session's journaled rollbacks (idempotent: rerun after a crash); the write
         ids finished. The store items are put back by ``StoreOverlay.apply``, as a forget's
         commit does."""
@@ -393,7 +396,7 @@ class ForkWatch:
 
     def records(self, session_id: str, *, include_kept: bool = False) -> list[OrphanedMemory]:
         """A session's orphaned items, oldest first (``"kept"`` ones only with ``include_kept``)."""
-        return [r for r in self._records(session_id, self.store.store_journal(session_id))
+        return [r for r in self._records(session_id, self.store.memory_journal.entries(session_id))
                 if include_kept or r.action != "kept"]
 
     def _records(self, session_id: str, journal: list) -> list[OrphanedMemory]:
@@ -402,13 +405,13 @@ class ForkWatch:
             return []
         from .memory import source_key
 
-        journals = {session_id: {e[0]: e for e in journal or self.store.store_journal(session_id)}}
+        journals = {session_id: {e[0]: e for e in journal or self.store.memory_journal.entries(session_id)}}
         out = []
         readers = None
         for r in rows:
             writer = r.writer or session_id
             if writer not in journals:
-                journals[writer] = {e[0]: e for e in self.store.store_journal(writer)}
+                journals[writer] = {e[0]: e for e in self.store.memory_journal.entries(writer)}
             e = journals[writer].get(r.write_seq)
             ns, key = (tuple(e[1]), e[2]) if e is not None else self._source_of(writer, r.write_id)
             if readers is None:

@@ -13,6 +13,7 @@ import contextvars
 import logging
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
 
@@ -65,6 +66,33 @@ def agent_name_of(agent: Any) -> str | None:
     return name if isinstance(name, str) and name and name != _DEFAULT_GRAPH_NAME else None
 
 
+@dataclass
+class _RunStart:
+    """What the steps of a run's start (``UnseeMiddleware._begin_turn``) share."""
+
+    sid: str
+    lg_ckpt: str | None
+    state: Any
+    runtime: Any
+    st: SessionState = None  # type: ignore[assignment]  # (set once the run holds its lease)
+    #: the enclosing graph's namespace (None: the run is not nested in another graph)
+    ns: Any = None
+    #: a later agent of the outer run that began this turn (no new turn, no checkpoint)
+    same_run: bool = False
+    #: the session's first run
+    first: bool = False
+    msgs: Sequence[BaseMessage] = ()
+    #: the state's messages' artifact ids, the positions of those not recorded yet, and what
+    #: ``MessageIds.settle`` takes once they are
+    ids: list[str | None] = field(default_factory=list)
+    new: list[int] = field(default_factory=list)
+    fresh: list = field(default_factory=list)
+    #: the artifacts the run's state starts with, when it lost messages the session had live
+    fork: list[str] | None = None
+    #: a session's first run starting from state recorded in another thread
+    thread_fork: list[str] | None = None
+
+
 class UnseeMiddleware(AgentMiddleware):
     """Records every input, model call, tool call and compaction of an agent."""
 
@@ -107,88 +135,142 @@ class UnseeMiddleware(AgentMiddleware):
         self._run_end.watch(node, lambda error: self._end_turn(failed=error, session_id=sid))
 
     def _begin_turn(self, state, runtime=None) -> None:
+        """A run starts (``before_agent``): the steps of its start, in order, on one :class:`_RunStart`."""
         sid, lg_ckpt = current_session()
+        start = _RunStart(sid, lg_ckpt, state, runtime)
         # Outside the observer's try: a run that cannot get its session (a forget holds it in
         # another process) or whose state a forget replaced must not go on.
-        why = self.recorder.acquire_run(sid)
-        if why is not None:
-            try:
-                self._check_head(sid, lg_ckpt, strict=why == "waited")
-            except BaseException:
-                self.recorder.release_run(sid)
-                raise
-        fork = None  # the artifacts the run's state starts with, when it lost messages the session had live
-        thread_fork = None  # a session's first run starting from state recorded in another thread
+        self._take_run_lease(start)
         try:
-            rec = self.recorder
-            st = rec.state(sid)
-            with st.lock:
-                ns = enclosing_graph()
-                producer = current_producer.get()
-                if ns is not None and st.root is not None and (st.watched or (producer or ("",))[0] == sid):
-                    # A run nested in a run of this thread that is recording now (a subagent a
-                    # tool invokes): a part of that run's turn, its input derived from the call
-                    # that started it; no turn, span, checkpoint or end of its own. (An open run
-                    # whose end is not watched and that no call of is executing may be one whose
-                    # end was never seen: it is closed below instead.)
-                    self._nested_inputs(st, state.get("messages", []))
+            start.st = self.recorder.state(sid)
+            with start.st.lock:
+                if self._joins_recording_run(start):
                     return
-                # A nested run whose outer graph records nothing itself (a StateGraph node, a
-                # swarm agent, a supervisor's worker) begins the outer run's turn; a later one
-                # of the same outer run (the agent a handoff went to) goes on in that turn.
-                outer = outer_run_id() if ns is not None else None
-                same_run = outer is not None and outer == st.outer_run and st.started
-                if ns is not None:
-                    st.outer_run = outer
-                if st.root is not None:  # a previous run whose end was never seen (no callbacks)
-                    rec.settle_events(st, st.root)
-                    rec.run_tasks()  # (its spans end before it does)
-                    st.root.set_attribute("unsee.run.abandoned", True)
-                    st.root.end()
-                    st.root = None
-                    st.watched = False
-                    rec.mark_running(sid, False)  # its count (the session's lease is this run's now)
-                if not same_run:
-                    st.turn += 1
-                if sid not in rec.agents:  # (a run nested in another graph: that graph owns the thread)
-                    agent = find_thread_graph(self) if enclosing_graph() is not None else find_agent(self)
-                    if agent is not None:
-                        rec.learn_agent(sid, agent)
-                agent_name = agent_name_of(rec.agents.get(sid))
-                attrs = {sc.GEN_AI_OPERATION: sc.OP_INVOKE_AGENT, **session_attributes(st), sc.TURN: st.turn}
-                if agent_name:
-                    attrs[sc.GEN_AI_AGENT_NAME] = agent_name
-                if st.provider:
-                    attrs[sc.GEN_AI_PROVIDER] = st.provider
-                # (the conventions: ``invoke_agent {gen_ai.agent.name}``, ``invoke_agent`` without one)
-                st.root = rec.tracer.start_span(
-                    f"{sc.OP_INVOKE_AGENT} {agent_name}" if agent_name else sc.OP_INVOKE_AGENT, attributes=attrs)
-                rec.mark_running(sid, True)  # (a run whose span is open: its end unmarks it)
-                self._watch_end(st)
-                first = not st.started
-                kind = CheckpointKind.TURN if st.started else CheckpointKind.SESSION_START
-                st.started = True
-                if not same_run:  # (a splice point is where the thread's own graph takes input)
-                    rec.checkpoint_later(st, kind, langgraph_checkpoint_id=lg_ckpt, env=True)
-                msgs = state.get("messages", [])
-                ids, new, fresh = st.message_ids.of(msgs, st.known)
-                forks = rec.forks
-                if forks is not None and not replaying(sid, configurable()):
-                    if forks.abandoned(st.live, ids):
-                        fork = [i for i in ids if i is not None and i in st.known]  # (before the new input)
-                    elif first and any(isinstance(m, (AIMessage, ToolMessage)) for m in msgs):
-                        # a new thread whose state already holds model turns: copied from another's?
-                        thread_fork = [i for i in ids if i is not None]
-                for i in new:  # the messages not recorded yet (the new input)
-                    self._record_message(st, msgs[i])
-                st.message_ids.settle(msgs, ids, fresh)
-                self._record_run_input(st, msgs)
+                for step in self._RUN_START_STEPS:
+                    step(self, start)
         except Exception as exc:
             self.recorder.fail(sid, exc)
-        if fork is not None:
-            self._on_fork(sid, fork, lg_ckpt, runtime)
-        elif thread_fork is not None:
-            self._on_fork(sid, thread_fork, lg_ckpt, runtime, thread=True)
+        self._follow_fork(start)
+
+    def _take_run_lease(self, start: _RunStart) -> None:
+        """The session's run lease; the state the run loaded is checked against the thread's
+        head when a forget overlapped or just ended (the lease goes back if that fails)."""
+        why = self.recorder.run_leases.acquire(start.sid)
+        if why is not None:
+            try:
+                self._check_head(start.sid, start.lg_ckpt, strict=why == "waited")
+            except BaseException:
+                self.recorder.run_leases.release(start.sid)
+                raise
+
+    def _joins_recording_run(self, start: _RunStart) -> bool:
+        """Whether the run is nested in a run of this thread that is recording now (a subagent a
+        tool invokes): a part of that run's turn, its input derived from the call that started
+        it; no turn, span, checkpoint or end of its own. (An open run whose end is not watched
+        and that no call of is executing may be one whose end was never seen: it is closed by
+        :meth:`_close_abandoned_run` instead.)"""
+        st = start.st
+        start.ns = enclosing_graph()
+        producer = current_producer.get()
+        if start.ns is not None and st.root is not None and (st.watched or (producer or ("",))[0] == start.sid):
+            self._nested_inputs(st, start.state.get("messages", []))
+            return True
+        return False
+
+    def _join_outer_run(self, start: _RunStart) -> None:
+        """A nested run whose outer graph records nothing itself (a StateGraph node, a swarm
+        agent, a supervisor's worker) begins the outer run's turn; a later one of the same
+        outer run (the agent a handoff went to) goes on in that turn (``same_run``)."""
+        st = start.st
+        outer = outer_run_id() if start.ns is not None else None
+        start.same_run = outer is not None and outer == st.outer_run and st.started
+        if start.ns is not None:
+            st.outer_run = outer
+
+    def _close_abandoned_run(self, start: _RunStart) -> None:
+        """A previous run whose end was never seen (no callbacks): its span ends, marked abandoned."""
+        st, rec = start.st, self.recorder
+        if st.root is None:
+            return
+        rec.settle_events(st, st.root)
+        rec.run_tasks()  # (its spans end before it does)
+        st.root.set_attribute("unsee.run.abandoned", True)
+        st.root.end()
+        st.root = None
+        st.watched = False
+        rec.activity.mark_running(start.sid, False)  # its count (the session's lease is this run's now)
+
+    def _count_turn(self, start: _RunStart) -> None:
+        if not start.same_run:
+            start.st.turn += 1
+
+    def _learn_agent(self, start: _RunStart) -> None:
+        """The compiled agent that runs the session, found once (a run nested in another graph:
+        that graph owns the thread)."""
+        rec = self.recorder
+        if start.sid not in rec.agents:
+            agent = find_thread_graph(self) if enclosing_graph() is not None else find_agent(self)
+            if agent is not None:
+                rec.agents.learn(start.sid, agent)
+
+    def _open_run_span(self, start: _RunStart) -> None:
+        """The run's ``invoke_agent`` span; the run counts as running until its end closes it."""
+        st, rec = start.st, self.recorder
+        agent_name = agent_name_of(rec.agents.get(start.sid))
+        attrs = {sc.GEN_AI_OPERATION: sc.OP_INVOKE_AGENT, **session_attributes(st), sc.TURN: st.turn}
+        if agent_name:
+            attrs[sc.GEN_AI_AGENT_NAME] = agent_name
+        if st.provider:
+            attrs[sc.GEN_AI_PROVIDER] = st.provider
+        # (the conventions: ``invoke_agent {gen_ai.agent.name}``, ``invoke_agent`` without one)
+        st.root = rec.tracer.start_span(
+            f"{sc.OP_INVOKE_AGENT} {agent_name}" if agent_name else sc.OP_INVOKE_AGENT, attributes=attrs)
+        rec.activity.mark_running(start.sid, True)  # (a run whose span is open: its end unmarks it)
+        self._watch_end(st)
+
+    def _checkpoint_turn(self, start: _RunStart) -> None:
+        """The turn's checkpoint (the session's start for its first run): a splice point is where
+        the thread's own graph takes input, so a later agent of the same outer run adds none."""
+        st = start.st
+        start.first = not st.started
+        kind = CheckpointKind.TURN if st.started else CheckpointKind.SESSION_START
+        st.started = True
+        if not start.same_run:
+            self.recorder.checkpoint_later(st, kind, langgraph_checkpoint_id=start.lg_ckpt, env=True)
+
+    def _find_fork(self, start: _RunStart) -> None:
+        """Whether the run's state starts a new branch: it lost messages the session had live
+        (``fork``: the artifacts it starts with), or it is a new thread whose state already holds
+        model turns, perhaps copied from another's (``thread_fork``). Not in a forget's replay."""
+        st, forks = start.st, self.recorder.forks
+        msgs = start.state.get("messages", [])
+        start.msgs = msgs
+        start.ids, start.new, start.fresh = st.message_ids.of(msgs, st.known)
+        if forks is None or replaying(start.sid, configurable()):
+            return
+        if forks.abandoned(st.live, start.ids):
+            start.fork = [i for i in start.ids if i is not None and i in st.known]  # (before the new input)
+        elif start.first and any(isinstance(m, (AIMessage, ToolMessage)) for m in msgs):
+            start.thread_fork = [i for i in start.ids if i is not None]
+
+    def _record_run_start_input(self, start: _RunStart) -> None:
+        """The messages not recorded yet (the new input), then what the run was given."""
+        st = start.st
+        for i in start.new:
+            self._record_message(st, start.msgs[i])
+        st.message_ids.settle(start.msgs, start.ids, start.fresh)
+        self._record_run_input(st, start.msgs)
+
+    #: what a run's start does once it has its lease and is not part of a recording run, in order
+    _RUN_START_STEPS = (_join_outer_run, _close_abandoned_run, _count_turn, _learn_agent, _open_run_span,
+                        _checkpoint_turn, _find_fork, _record_run_start_input)
+
+    def _follow_fork(self, start: _RunStart) -> None:
+        """Outside the session's lock: the fork policy for a branch the run starts (``_on_fork``)."""
+        if start.fork is not None:
+            self._on_fork(start.sid, start.fork, start.lg_ckpt, start.runtime)
+        elif start.thread_fork is not None:
+            self._on_fork(start.sid, start.thread_fork, start.lg_ckpt, start.runtime, thread=True)
 
     def _nested_inputs(self, st: SessionState, msgs: Sequence[BaseMessage]) -> None:
         """Record the messages a nested run starts with that the session has not seen: its input,
@@ -278,11 +360,11 @@ class UnseeMiddleware(AgentMiddleware):
                 if failed is not None:
                     error_status(root, failed)
                 rec.end_later(st, root)  # (after the run's other spans: tasks run in order)
-                rec.mark_running(sid, False)
+                rec.activity.mark_running(sid, False)
         except Exception as exc:
             rec.fail(sid, exc)
         finally:
-            rec.release_run(sid)  # (by the writer, once the run's records are written)
+            rec.run_leases.release(sid)  # (by the writer, once the run's records are written)
             # the writer writes the run's records now, unless the next run is already on its way
             # (it looks after a moment: ``store_writer``)
             rec.store.kick(write=True)
@@ -370,17 +452,17 @@ class UnseeMiddleware(AgentMiddleware):
         # A run resumed after an interrupt (or going on after an outer retry caught an error)
         # skips before_agent: it takes its session's lease here.
         rec, st = self.recorder, call["st"]
-        rec.acquire_run(call["sid"])
+        rec.run_leases.acquire(call["sid"])
         self._watch_end(st)  # (a resumed run's: its end gives the lease back)
-        rec.hand_over_backlog()
-        began = rec.call_began(var)  # (one waiting-time estimate per kind of call: model, tool)
-        if rec.tasks and rec.worth_waking(var):
+        rec.activity.hand_over_backlog()
+        began = rec.activity.call_began(var)  # (one waiting-time estimate per kind of call: model, tool)
+        if rec.tasks and rec.activity.worth_waking(var):
             rec.store.kick()  # the agent waits on the call now: the queued work is done meanwhile
         try:
             with trace.use_span(call["span"], end_on_exit=False):
                 yield
         except BaseException as exc:
-            rec.call_ended(var, began)
+            rec.activity.call_ended(var, began)
             rec.run_tasks()  # (what is queued for the span first)
             error_status(call["span"], exc)
             call["span"].end()
@@ -391,7 +473,7 @@ class UnseeMiddleware(AgentMiddleware):
                 self._end_turn(failed=exc)
             raise
         else:
-            rec.call_ended(var, began)
+            rec.activity.call_ended(var, began)
         finally:
             var.reset(token)
 

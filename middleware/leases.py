@@ -294,7 +294,7 @@ class LeaseTable:
         host whose process is gone, or one anywhere whose lease expired (its heartbeat stopped).
 
         The run lease is given back only once the run's records are written
-        (``Recorder.release_run``), so such a lease means a run whose records may not all have
+        (``RunLeases.release``), so such a lease means a run whose records may not all have
         been written: the process died between the run's end and its flush, or during the run.
         (A run lease left to lapse by a live process on another host, ``RUN_IDLE_S``, reads the
         same: the caller errs on the side of distrusting the record.)"""

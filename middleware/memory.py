@@ -218,7 +218,7 @@ class RecordingStore(BaseStore):
     def begin_overlay(self, scratch_thread: str, session_id: str, since_seq: int,
                       replace: dict[tuple[tuple[str, ...], str], Any] | None = None) -> StoreOverlay:
         base: dict[tuple[tuple[str, ...], str], Any] = {}
-        for seq, ns, key, old, new in reversed(self.recorder.store.store_journal(session_id, since_seq)):
+        for seq, ns, key, old, new in reversed(self.recorder.store.memory_journal.entries(session_id, since_seq)):
             base[(ns, key)] = _load(old)
         base.update(replace or {})
         ov = StoreOverlay(base)
@@ -287,7 +287,7 @@ class RecordingStore(BaseStore):
         A replay's overlay writes nothing to the store: no lease."""
         from .leases import namespace_keys
 
-        leases = getattr(self.recorder, "leases", None)
+        leases = self.recorder.run_leases.table
         nss = {tuple(op.namespace) for op in ops if isinstance(op, PutOp)}
         if leases is None or ov is not None or not nss:
             return contextlib.nullcontext()

@@ -15,7 +15,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
@@ -25,10 +25,12 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
 
 from . import semconv as sc
 from .deferred import MAX_EVENTS_PER_SPAN, DeferredRecording, TaskQueue, session_attributes  # noqa: F401
-from .errors import SessionBusy
-from .leases import NAMESPACE_MARK
+from .agent_registry import AgentRegistry
+from .leases import LeaseTable
 from .hashing import ContentHasher, short_id
 from .interception import InterceptorRegistry
+from .run_activity import RunActivity
+from .run_leases import RunLeases
 from .records import Artifact, ArtifactType, Checkpoint, CheckpointKind
 from .session_state import SessionState
 from .state_flow import prompt_parents
@@ -82,16 +84,6 @@ current_producer: contextvars.ContextVar[tuple[str, str] | None] = contextvars.C
 )
 
 
-#: a run that loaded its state less than this before a forget ended re-checks that state is the head
-STALE_WINDOW_S = 60.0
-#: queued recording tasks at which an agent that never waits hands them over (``hand_over_backlog``)
-TASK_BACKLOG = 2048
-#: a run that ended less than this ago (seconds) may be one of runs in a loop (``agent_busy``)
-RUN_GAP_S = 0.02
-#: calls that take less than this, lately, do not wake the store's writer (``worth_waking``)
-WAKE_FOR_CALL_S = 0.002
-
-
 def _after_tasks(fn):
     """A synchronous primitive: the queued recording work is done first (its token offsets and
     span contexts are this one's input), and none runs elsewhere meanwhile."""
@@ -119,7 +111,7 @@ class Recorder(DeferredRecording):
         counter_factory: Callable[[object | None], TokenCounter],
         content_in_spans: bool = False,
         env_snapshotter: EnvSnapshotter | None = None,
-        leases: Any = None,
+        leases: LeaseTable | None = None,
     ):
         self.store = store
         self.built = getattr(store, "built", None)
@@ -135,29 +127,20 @@ class Recorder(DeferredRecording):
         self._states_lock = threading.Lock()
         self._span_content: dict[str, str] = {}
         self.interceptors = InterceptorRegistry()
-        #: session id -> the compiled agent that ran it (learned on first run)
-        self.agents: dict[str, Any] = {}
-        self.last_agent: Any = None
-        self._running: dict[str, int] = {}
-        self._running_cond = threading.Condition()
-        #: cross-process session leases (``leases.LeaseTable``); None: this process only
-        self.leases: Any = leases
-        #: sessions whose run lease this process's runs hold (one hold per session)
-        self._leased: set[str] = set()
+        #: the compiled agent that ran each session (learned on first run)
+        self.agents = AgentRegistry()
         #: memory after a fork (``fork_watch.ForkWatch``): orphaned store items found at a run's start
-        self.forks: Any = None
+        self.forks: Any = None  # (typed loosely: fork_watch imports the recording middleware)
         #: recording work handed off by the hooks; the store's writer runs it before each write
         self.tasks = TaskQueue()
-        #: model and tool calls in progress (the agent waits on them: the writer's time to work)
-        self._waiting = 0
-        self._waiting_lock = threading.Lock()
-        #: when the last run of this process ended (monotonic; ``agent_busy``)
-        self._last_end = 0.0
-        #: kind of call -> seconds such calls took lately (``worth_waking``)
-        self._call_time: dict[object, float] = {}
+        #: runs in progress and calls waited on: when the store's writer may work
+        self.activity = RunActivity(store, self.tasks)
+        #: the run lease of each session this process runs (``leases``: the home's lease table;
+        #: None: this process only)
+        self.run_leases = RunLeases(leases, store, self.tasks)
         add_producer = getattr(store, "add_producer", None)
         if add_producer is not None:
-            add_producer(self.tasks.run, self.agent_busy)
+            add_producer(self.tasks.run, self.activity.agent_busy)
         after_marks = getattr(store, "after_marks", None)
         if after_marks is not None and leases is not None:
             after_marks(leases.flush_releases)  # (the run leases one write covered: one transaction)
@@ -191,148 +174,16 @@ class Recorder(DeferredRecording):
             self._states.pop(session_id, None)
             self._seeds[session_id] = (list(artifacts), list(checkpoints))
 
-    # -- runs and agents -------------------------------------------------
-    def mark_running(self, session_id: str, running: bool) -> None:
-        with self._running_cond:
-            n = self._running.get(session_id, 0) + (1 if running else -1)
-            if n > 0:
-                self._running[session_id] = n
-            else:
-                self._running.pop(session_id, None)
-                self._last_end = time.monotonic()
-            self._running_cond.notify_all()
-
-    def acquire_run(self, session_id: str) -> str | None:
-        """Take the session's run lease for this process's runs there (once: a run that resumes,
-        or goes on after a retried error, keeps or re-takes it). Waits while a forget, in any
-        process, has the session. Returns why the state this run loaded must be checked:
-        ``"waited"`` (it overlapped a forget), ``"recent"`` (a forget ended shortly before),
-        else None."""
-        if self.leases is None:
-            return None
-        if session_id in self._leased:
-            self.leases.touch(session_id)
-            return None
-        t0 = time.time_ns()
-        if self.leases.try_acquire(session_id, "run"):
-            self._leased.add(session_id)
-            return "recent" if self.leases.forgot_since(session_id, t0 - int(STALE_WINDOW_S * 1e9)) else None
-        self.leases.acquire(session_id, "run")  # SessionBusy after the timeout: the run fails, nothing written
-        self._leased.add(session_id)
-        return "waited"
-
-    def release_run(self, session_id: str) -> None:
-        """Give the run lease back (idempotent: only the first call of a run releases).
-
-        The lease row is updated by the store's writer once the run's records are written (a
-        task queues the release after them): a forget in another process, which polls for the
-        lease, never plans on a partial record; one of this process flushes first
-        (``exclusive``)."""
-        if self.leases is not None and session_id in self._leased:
-            self._leased.discard(session_id)
-            self.tasks.put(self._release_after_write, session_id)
-
-    def _release_after_write(self, session_id: str) -> None:
-        after_write = getattr(self.store, "after_write", None)
-        if after_write is None:
-            self.leases.release(session_id, "run")
-            return
-        # once the run's records (queued before this) are written, the lease's release is queued;
-        # the writer writes the releases of that write together (``after_marks``)
-        after_write(functools.partial(self.leases.release, session_id, "run", flush=False))
-
+    # -- runs -------------------------------------------------------------
     @contextlib.contextmanager
-    def exclusive(self, session_id: str, wait: bool = True):
+    def exclusive(self, session_id: str, wait: bool = True) -> Iterator[None]:
         """No run on the session, in this process or another, while the block runs (a forget,
         an erasure): waits for this process's runs, then holds the session's forget lease."""
-        self.wait_idle(session_id, wait=wait)
+        self.activity.wait_idle(session_id, wait=wait)
         self.store.flush()  # (runs the queued tasks first; the run leases this process's runs gave back, once their records are written)
-        if self.leases is None:
-            yield
-            return
         # a run of this process that starts from here on takes the run lease: the forget lease waits for it
-        with self.leases.held(session_id, "forget", wait=wait):
-            self.reap_dead_runs(session_id)  # (a run lease left now is a dead holder's)
+        with self.run_leases.forget_lease(session_id, wait=wait):
             yield
-
-    def reap_dead_runs(self, session_id: str | None = None) -> list[str]:
-        """Sessions (all, or ``session_id``) whose run lease a dead process left held: each is
-        marked ``run_died`` in the store (its records may stop short of its LangGraph state),
-        then the lease row goes. The mark is written before the row is dropped: a crash between
-        the two marks it again next time."""
-        if self.leases is None:
-            return []
-        found = []
-        try:
-            for session, owner in self.leases.dead_runs(session_id):
-                if not session.startswith(NAMESPACE_MARK):  # (a memory namespace's lease names no session)
-                    self.store.mark_run_died(session, owner)
-                    found.append(session)
-                    log.warning("a run of session %s died before its records were all written (%s); the "
-                                "next forget checks them against the agent's state", session, owner)
-                self.leases.drop(session, owner)
-        except Exception:  # observer: the next open, or the forget's own lease, tries again
-            log.exception("could not check for runs that died holding their lease")
-        return found
-
-    def call_began(self, kind: object = None) -> float:
-        """A model or tool call starts: the agent waits on it (until :meth:`call_ended`, given
-        what this returns and the same ``kind``)."""
-        with self._waiting_lock:
-            self._waiting += 1
-        return time.perf_counter()
-
-    def call_ended(self, kind: object = None, began: float | None = None) -> None:
-        with self._waiting_lock:
-            self._waiting -= 1
-            if began is not None:  # (how long calls of this kind take: an average of the recent ones)
-                took = time.perf_counter() - began
-                avg = self._call_time.get(kind)
-                self._call_time[kind] = took if avg is None else avg + (took - avg) * 0.2
-
-    def worth_waking(self, kind: object = None) -> bool:
-        """Whether the store's writer should be woken for a call of ``kind``: calls of that kind
-        have lately taken long enough for it to work meanwhile. Waking it for a call that
-        returns at once (a scripted model, a quick tool) only makes the two threads trade the
-        interpreter lock (each hand-over costs the agent a thread switch)."""
-        avg = self._call_time.get(kind)
-        return avg is None or avg >= WAKE_FOR_CALL_S
-
-    def hand_over_backlog(self) -> None:
-        """An agent that keeps running Python (a scripted or instant model: no wait for the
-        writer to work in) flushes what the writer left it, now, between two of its steps
-        (``BatchWriter.backlog_due``); an observer: a failure is logged."""
-        due = getattr(self.store, "backlog_due", None)
-        if due is None or not (len(self.tasks) >= TASK_BACKLOG or due()):
-            return
-        try:
-            self.store.flush()
-        except Exception:
-            log.exception("could not hand the recording backlog over")
-
-    def agent_busy(self) -> bool:
-        """Whether an agent runs Python now: a run is in progress and no model or tool call of
-        it waits, or a run ended a moment ago (``RUN_GAP_S``: runs in a loop, the next one
-        starting). The store's writer leaves its work to the next wait then (``store_writer``)."""
-        if self._waiting > 0:
-            return False
-        return bool(self._running) or time.monotonic() - self._last_end < RUN_GAP_S
-
-    def is_running(self, session_id: str) -> bool:
-        with self._running_cond:
-            return session_id in self._running
-
-    def wait_idle(self, session_id: str, wait: bool = True, timeout: float = 300.0) -> None:
-        """Return once no run is in progress on the session (or raise ``SessionBusy``)."""
-        with self._running_cond:
-            if session_id in self._running and not wait:
-                raise SessionBusy(session_id)
-            if not self._running_cond.wait_for(lambda: session_id not in self._running, timeout):
-                raise SessionBusy(session_id, waited=timeout)
-
-    def learn_agent(self, session_id: str, agent: Any) -> None:
-        self.agents[session_id] = agent
-        self.last_agent = agent
 
     def forget_state(self, session_id: str) -> None:
         """Drop cached bookkeeping (the store stays the source of truth)."""

@@ -4,13 +4,19 @@
 they came from (for export). ``vault.sqlite`` holds payload text keyed by
 artifact id, in its own file so it can be erased without touching structure.
 
-:class:`ProvenanceStore` (here: opening and reading) is assembled from
-:mod:`.store_schema` (tables, row mapping), :mod:`.store_writer` (the batching
-writer thread: recording never puts a SQLite commit on the agent's hot path;
-``flush()`` waits until everything submitted is durable, readers call it
-first; a failed write is logged, counted and marks the session incomplete)
-and :mod:`.store_journal` (forking and replacing sessions, with the commit
-journal that rolls a replacement forward).
+:class:`ProvenanceStore` (here: opening and reading) uses :mod:`.store_schema`
+(tables, row mapping) and :mod:`.store_writer` (the batching writer thread:
+recording never puts a SQLite commit on the agent's hot path; ``flush()`` waits
+until everything submitted is durable, readers call it first; a failed write is
+logged, counted and marks the session incomplete). Its other roles are objects
+it composes, each in its own module and reached by an attribute named for it:
+``store.rewrites`` (:mod:`.store_rewrites`: forking, replacing and dropping
+sessions, editing content), ``store.commits`` (:mod:`.store_commits`: the commit
+journal that rolls a replacement forward), ``store.memory_journal``
+(:mod:`.store_journal`: the memory-store write journal), ``store.erasure``
+(:mod:`.store_erasure`), ``store.run_marks`` (:mod:`.store_run_marks`: sessions a
+dead run left) and ``store.shared`` (:mod:`.store_shared`: a shared store's keys
+and lease database).
 
 Opening checks both files first, read-only (``check_db``): a damaged file
 (truncated, garbled, another program's) is ``StoreDamaged`` naming it, and is
@@ -26,10 +32,8 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
-import secrets
+import sqlite3
 import threading
-import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,13 +44,15 @@ from .errors import SessionNotFound, StoreDamaged
 from .records import Artifact, Checkpoint, SessionInfo
 from .sqldb import Db, PostgresDb, SqliteDb, create_tables, open_pool, redact_url, stored_version
 from .store_files import PROVENANCE_TABLES, STORE_VERSION, VAULT_TABLES, _vault_has_content, check_db, ensure_home
-from .store_journal import SessionReplacement
-from .store_schema import (SCHEMA, TEXT_KEYS, VAULT_SCHEMA, SpanRow, artifact_from_row, checkpoint_from_row, connect,
+from .store_commits import CommitJournal
+from .store_erasure import StoreErasure
+from .store_journal import MemoryJournal
+from .store_rewrites import SessionRewrites
+from .store_run_marks import RUN_DIED, RunMarks
+from .store_shared import SharedState
+from .store_schema import (SCHEMA, VAULT_SCHEMA, SpanRow, artifact_from_row, checkpoint_from_row, connect,
                            span_from_row)
 from .store_writer import Batch, BatchWriter
-
-#: the key of ``sessions.meta`` that says a run of the session died before its records were all written
-RUN_DIED = "run_died"
 
 __all__ = ["Batch", "ProvenanceStore", "SessionSlice", "SliceMark", "SpanRow"]
 
@@ -97,12 +103,18 @@ class SessionSlice:
     committed: frozenset[str] = frozenset()
 
 
-class ProvenanceStore(BatchWriter, SessionReplacement):
+class ProvenanceStore(BatchWriter):
     """Provenance tables + vault, with a batching writer thread.
 
     ``url``: a ``postgresql://`` URL puts the tables in that database (schema
     ``unsee``) instead of the two SQLite files under ``home``; the home still
     holds what is local to a machine (hash key when none is stored, receipts).
+
+    The store's face is reading and the writer; its other roles are objects it composes:
+    ``rewrites`` (forks, a commit's replacement, drops, content edits), ``commits`` (the
+    commit journal), ``memory_journal`` (memory-store writes), ``erasure`` (erasure's
+    operations), ``run_marks`` (sessions a dead run left) and ``shared`` (a shared store's
+    keys and lease database).
     """
 
     def __init__(self, home: Path, url: str | None = None):
@@ -110,7 +122,7 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
         self.url = url
         #: the records the recorder put on spans, for the span processor (``built_records``)
         self.built = BuiltRecords()
-        self.pool: Any = None
+        self.pool: Any = None  # (a psycopg_pool.ConnectionPool; psycopg is imported only for PostgreSQL)
         if url:
             self.path = self.vault_path = None
             self._open_postgres(url)
@@ -118,8 +130,14 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
             self._open_sqlite()
         self._read_lock = threading.RLock()
         self._peek_lock = threading.Lock()
-        self._peek_db: Any = None  # (sqlite3.Connection, opened on first use)
+        self._peek_db: sqlite3.Connection | None = None  # (opened on first use)
         self._start_writer()
+        self.rewrites = SessionRewrites(self)
+        self.commits = CommitJournal(self)
+        self.memory_journal = MemoryJournal(self)
+        self.erasure = StoreErasure(self)
+        self.run_marks = RunMarks(self)
+        self.shared = SharedState(self)
 
     def _open_sqlite(self) -> None:
         self.path = self.home / "provenance.sqlite"
@@ -163,21 +181,6 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
     @property
     def dialect(self) -> str:
         return self._db.dialect
-
-    def lease_db(self) -> Db | None:
-        """Where a shared store keeps the session leases (None: SQLite, whose leases have
-        their own file under the home, apart from the batching writer's connections)."""
-        return PostgresDb(self.pool) if self.pool is not None else None
-
-    def shared_key(self, name: str) -> bytes | None:
-        """A random 32-byte key kept in a shared store under ``name``, made by whichever
-        process asks first (PostgreSQL: every machine on the store hashes alike); None on
-        SQLite, whose keys are files of the home."""
-        if self.pool is None:
-            return None
-        self._db.execute("INSERT INTO unsee_meta VALUES (?, ?) ON CONFLICT(key) DO NOTHING",
-                         (name, secrets.token_hex(32)))
-        return bytes.fromhex(self._db.execute("SELECT value FROM unsee_meta WHERE key=?", (name,)).fetchone()[0])
 
     # -- reading ----------------------------------------------------------
     def _rows(self, sql: str, args: Iterable[Any] = ()) -> list[tuple]:
@@ -236,21 +239,6 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
             for r in rows
         ]
 
-    def mark_run_died(self, session_id: str, owner: str) -> None:
-        """Record that ``owner`` died holding a run of ``session_id`` (its records may stop short
-        of the agent's state). Written at once, not through the writer."""
-        now = time.time_ns()
-        meta = json.dumps({RUN_DIED: {"owner": owner, "seen_ns": now}})
-        with self._read_lock:
-            self._db.execute(
-                "INSERT INTO sessions(session_id, created_ns, updated_ns, meta) VALUES (?,?,?,?)"
-                " ON CONFLICT(session_id) DO UPDATE SET meta=excluded.meta", (session_id, now, now, meta))
-
-    def clear_run_died(self, session_id: str) -> None:
-        """The session's records were found complete (or replaced by a full replay's)."""
-        with self._read_lock:
-            self._db.execute("UPDATE sessions SET meta='{}' WHERE session_id=?", (session_id,))
-
     def session(self, session_id: str) -> SessionInfo:
         for s in self.sessions(session_id):
             if s.session_id == session_id:
@@ -261,7 +249,7 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
         """``table``'s rows of a session in seq order, a fork's source prefix included
         (a replay's scratch session reads its source's records below the fork seq)."""
         rows = self._rows(f"SELECT * FROM {table} WHERE session_id=? ORDER BY seq", (session_id,))
-        fork = self.fork_of(session_id)
+        fork = self.rewrites.fork_of(session_id)
         if fork is None:
             return rows
         src, at = fork
@@ -278,7 +266,7 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
         marks = ", ".join("?" * len(types))
         n = self._rows(f"SELECT COUNT(*) FROM artifacts WHERE session_id=? AND type IN ({marks})",
                        (session_id, *types))[0][0]
-        if (fork := self.fork_of(session_id)) is not None:
+        if (fork := self.rewrites.fork_of(session_id)) is not None:
             n += self._rows(f"SELECT COUNT(*) FROM artifacts WHERE session_id=? AND seq<? AND type IN ({marks})",
                             (fork[0], fork[1], *types))[0][0]
         return n
@@ -302,7 +290,7 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
                 "SELECT content FROM content WHERE session_id=? AND artifact_id=?",
                 (session_id, artifact_id),
             ).fetchone()
-        if row is None and (fork := self.fork_of(session_id)) is not None:
+        if row is None and (fork := self.rewrites.fork_of(session_id)) is not None:
             with self._read_lock:
                 below = self._db.execute("SELECT 1 FROM artifacts WHERE session_id=? AND id=? AND seq<?",
                                          (fork[0], artifact_id, fork[1])).fetchone()
@@ -315,7 +303,7 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
             rows = self._vault.execute(
                 "SELECT artifact_id, content FROM content WHERE session_id=?", (session_id,)
             ).fetchall()
-        fork = self.fork_of(session_id)
+        fork = self.rewrites.fork_of(session_id)
         if fork is None:
             return dict(rows)
         src, at = fork
@@ -341,7 +329,7 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
         self.flush()
         low = -(1 << 62)
         with self._read_lock:
-            fork = self.fork_of(session_id)
+            fork = self.rewrites.fork_of(session_id)
             if fork is None:
                 before = self._stamp(session_id)
                 if before is None:
@@ -455,23 +443,6 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
         finally:
             self._rewrote(*sessions)
 
-    # The mixin's rewrites, with the epoch bumped around them (behaviour otherwise theirs).
-    def clone_prefix(self, src: str, dst: str, before_seq: int) -> None:
-        with self._rewriting(dst):  # a copy-on-write fork: ``src`` is only read
-            super().clone_prefix(src, dst, before_seq)
-
-    def replace_session(self, session_id: str, scratch_id: str, event_id: str, since_ns: int) -> None:
-        with self._rewriting(session_id, scratch_id):
-            super().replace_session(session_id, scratch_id, event_id, since_ns)
-
-    def drop_session(self, session_id: str) -> None:
-        with self._rewriting(session_id):
-            super().drop_session(session_id)
-
-    def set_content(self, session_id: str, artifact_id: str, content: str | None) -> None:
-        with self._rewriting(session_id):
-            super().set_content(session_id, artifact_id, content)
-
     def _write(self, batches: list[Batch]) -> None:
         # The writer appends; content written for an artifact whose record is already stored
         # (the same artifact recorded again) changes what a cached graph holds: a rewrite.
@@ -500,7 +471,7 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
                 return True
         return False
 
-    # -- erasure ---------------------------------------------------------
+    # -- maintenance -----------------------------------------------------
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[tuple[Db, Db]]:
         """(provenance, vault) databases with nothing queued and no reader or writer of this
@@ -513,17 +484,6 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
         """The two database files this store owns (their -wal/-shm siblings go with them);
         none on PostgreSQL."""
         return [p for p in (self.path, self.vault_path) if p is not None]
-
-    def compact(self) -> list[str]:
-        """PostgreSQL: rewrite unsee's tables (``VACUUM FULL``), so deleted rows leave the
-        heap and TOAST files; what the server's WAL, backups and replicas hold is beyond
-        reach. SQLite files are scrubbed by erasure itself (WAL and free pages)."""
-        if self.dialect != "postgresql":
-            return []
-        with self.exclusive() as (db, _):
-            for table in sorted(PROVENANCE_TABLES | VAULT_TABLES):
-                db.execute(f"VACUUM FULL {table}")
-        return ["PostgreSQL: unsee's tables rewritten (VACUUM FULL): deleted rows left the heap and TOAST files"]
 
     def sessions_holding(self, artifact_ids: Sequence[str]) -> dict[str, int]:
         """Per session, how many of ``artifact_ids`` it recorded. A message's artifact id comes
@@ -544,80 +504,6 @@ class ProvenanceStore(BatchWriter, SessionReplacement):
         rows = self._rows("SELECT session_id FROM sessions WHERE substr(session_id, 1, length(?))=?",
                           (prefix, prefix))
         return [r[0] for r in rows]
-
-    #: (file, table, text columns) that can hold payload text of a session
-    TEXT_COLUMNS = (("vault", "content", ("content",)), ("vault", "store_journal", ("old_value", "new_value")),
-                    ("db", "spans", ("attributes", "events", "status_description")), ("db", "commits", ("payload",)))
-
-    def _texts(self, conn: Db, table: str, cols: tuple[str, ...], session_id: str) -> list[tuple]:
-        keys = TEXT_KEYS[table]
-        return [(r[:len(keys)], r[len(keys):]) for r in conn.execute(
-            f"SELECT {', '.join(keys + cols)} FROM {table} WHERE session_id=?", (session_id,)).fetchall()]
-
-    def session_texts(self, session_id: str) -> list[tuple[str, str, tuple, str]]:
-        """Every stored text of a session: (table, column, primary key, text)."""
-        out = []
-        with self.exclusive() as (db, vault):
-            for file, table, cols in self.TEXT_COLUMNS:
-                for key, texts in self._texts(vault if file == "vault" else db, table, cols, session_id):
-                    out.extend((table, col, key, text) for col, text in zip(cols, texts) if text)
-        return out
-
-    def rewrite_texts(self, session_id: str, fix: Callable[[str], str | None]) -> int:
-        """Replace each stored text of a session by ``fix(text)`` where that returns a
-        new text (None: keep). One transaction per file; returns how many changed."""
-        changed = 0
-        with self.exclusive() as (db, vault):
-            for conn, file in ((vault, "vault"), (db, "db")):
-                with conn.transaction():
-                    for f, table, cols in self.TEXT_COLUMNS:
-                        if f != file:
-                            continue
-                        where = " AND ".join(f"{k}=?" for k in TEXT_KEYS[table])
-                        for key, texts in self._texts(conn, table, cols, session_id):
-                            for col, text in zip(cols, texts):
-                                new = fix(text) if text else None
-                                if new is not None and new != text:
-                                    conn.execute(f"UPDATE {table} SET {col}=? WHERE {where}", (new, *key))
-                                    changed += 1
-        return changed
-
-    def erase_sessions(self, session_ids: Iterable[str], namespaces: Iterable[Sequence[str]] = ()) -> tuple[int, int]:
-        """A data subject's erasure (plugins/erasure/subject.py): every record of each session
-        (artifacts, checkpoints, spans, commit journal, vault content, memory-store journal) and
-        every memory-store journal row, of any session, of a namespace in or under
-        ``namespaces`` (the old and new values unsee keeps of those items). One transaction per
-        file; idempotent. Returns (sessions that had records, journal rows of the namespaces)."""
-        ids, prefixes = list(dict.fromkeys(session_ids)), [tuple(ns) for ns in namespaces]
-        self.flush()
-        with self._rewriting(*ids), self._read_lock:
-            found = sum(1 for s in ids if self._db.execute(
-                "SELECT 1 FROM sessions WHERE session_id=?", (s,)).fetchone())
-            with self._vault.transaction():
-                rows = 0
-                for (ns,) in self._vault.execute("SELECT DISTINCT namespace FROM store_journal").fetchall():
-                    parts = tuple(json.loads(ns))
-                    if any(parts[:len(p)] == p for p in prefixes):
-                        rows += self._vault.execute("DELETE FROM store_journal WHERE namespace=?", (ns,)).rowcount
-                for s in ids:
-                    for table in ("content", "store_journal"):
-                        self._vault.execute(f"DELETE FROM {table} WHERE session_id=?", (s,))
-            with self._db.transaction():
-                for s in ids:
-                    for table in ("artifacts", "checkpoints", "spans", "commits", "sessions"):
-                        self._db.execute(f"DELETE FROM {table} WHERE session_id=?", (s,))
-        return found, rows
-
-    def retarget_checkpoints(self, session_id: str, thread_prefix: str) -> int:
-        """Point the session's checkpoints whose LangGraph checkpoint lived in a thread
-        starting with ``thread_prefix`` (a replay's scratch thread) at the session's own
-        thread: erasure copies those checkpoints there, ids kept, and removes the scratch thread."""
-        self.flush()
-        with self._rewriting(session_id), self._read_lock:
-            return self._db.execute(
-                "UPDATE checkpoints SET langgraph_thread_id=? WHERE session_id=?"
-                " AND substr(langgraph_thread_id, 1, length(?))=?",
-                (session_id, session_id, thread_prefix, thread_prefix)).rowcount
 
     def close(self) -> None:
         if self._closed:

@@ -142,7 +142,7 @@ class Unsee:
         self.registry = resolve_registry(registry)  # InvalidArgument, before anything is made
         self.home = ensure_home(resolve_home(home))  # HomeNotADirectory
         self.store = ProvenanceStore(self.home, url)  # StoreDamaged, StoreUnavailable
-        shared = self.store.shared_key("hash_key")  # one key for every machine on a shared store
+        shared = self.store.shared.key("hash_key")  # one key for every machine on a shared store
         self.hasher = ContentHasher(shared) if shared else ContentHasher.from_home(self.home)
         self.processor = ProvenanceSpanProcessor(self.store)
         self._own_provider = tracer_provider is None  # (ours is shut down on close; the user's is not)
@@ -162,13 +162,13 @@ class Unsee:
                 self.home, sandbox, sandbox_setup, db=self._shared_db(), registry=self.registry, hasher=self.hasher)
             env_snapshotter = env_snapshotter or self.environments.snapshot_for_thread
         # a forget and a run on one session never interleave, in any process using this home
-        leases = LeaseTable(self.store.lease_db() or self.home / "leases.sqlite")
+        leases = LeaseTable(self.store.shared.lease_db() or self.home / "leases.sqlite")
         self.recorder = Recorder(self.store, self.tracer_provider.get_tracer("unsee", "0.1.0"), self.hasher,
                                  self._counter_for, content_in_spans=content_in_spans,
                                  env_snapshotter=env_snapshotter, leases=leases)
         self.recorder.forks = ForkWatch(self.store, fork_policy)
         # a process that died in a run (or before that run's records were written) left its lease
-        self.recorder.reap_dead_runs()
+        self.recorder.run_leases.reap_dead()
         # session graphs extended as sessions grow, rebuilt whenever their records may have been rewritten
         self._graphs = GraphCache(self.store, self.hasher.hash, forgot_since=leases.forgot_since)
         _OWNERS[id(self.recorder)] = self  # ``Unsee.owning(recorder)``
@@ -480,7 +480,7 @@ class Unsee:
         marker = target if target is not None else marker
         offered = {name: None if callable(getattr(self, name.removeprefix("u."), None)) else "not in this version"
                    for name in ("u.forget", "u.erase", "u.erase_subject", "u.retention")}
-        return self._eraser().surface(agent or self.recorder.last_agent, marker, offered=offered)
+        return self._eraser().surface(agent or self.recorder.agents.last, marker, offered=offered)
 
     def erase_subject(self, threads=(), namespaces=(), targets=(), *, agent=None, subject=None):
         """Erase a data subject: ``threads`` deleted whole (every checkpoint, write and blob, scratch
@@ -496,10 +496,10 @@ class Unsee:
 
         self.flush()
         first = threads[0] if isinstance(threads, (list, tuple)) and threads and isinstance(threads[0], str) else None
-        agent = agent or (self.recorder.agents.get(first) if first else None) or self.recorder.last_agent
+        agent = agent or self.recorder.agents.for_session(first)
         from .wiring import traced_erasure
 
-        eraser = SubjectEraser(erasure_context(self), self.recorder.leases)
+        eraser = SubjectEraser(erasure_context(self), self.recorder.run_leases.table)
         result = traced_erasure(self, "erase_subject",
                                 lambda: eraser.erase(threads, namespaces, targets, agent=agent, subject=subject))
         if self.recorder.forks is not None:  # (fork-memory rows hold ids only; the sessions are gone)
@@ -517,7 +517,7 @@ class Unsee:
 
     def _agent_for(self, thread_id: str, agent: Any = None) -> Any:
         """``agent``, else the one that ran the session in this process (None: none known)."""
-        return agent or self.recorder.agents.get(thread_id) or self.recorder.last_agent
+        return agent or self.recorder.agents.for_session(thread_id)
 
     # -- the same from an event loop (LangChain's a-prefixed convention: the work runs in a thread)
     async def aforget(self, thread_id: str, event, strategy: str = "B7", **kw: Any):
@@ -556,7 +556,7 @@ class Unsee:
                 self.tracer_provider.shutdown()
         except Exception:
             log.debug("tracer provider shutdown failed", exc_info=True)
-        self.recorder.leases.close()  # before the store: on PostgreSQL they share its pool
+        self.recorder.run_leases.table.close()  # before the store: on PostgreSQL they share its pool
         self.recorder.forks.close()
         if "ledger" in self.__dict__ and self.ledger.dialect == "postgresql":
             self.ledger.close()  # (its connections holding calls' locks; the store's pool closes below)

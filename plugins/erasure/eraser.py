@@ -374,7 +374,7 @@ class Eraser:
         On a shared store the store's receipts are read (every machine's), then this home's
         files of events the store does not hold (written before it held receipts)."""
         folder = self.ctx.home / "receipts"
-        forgets = {e for e, _, state, _ in self.ctx.records.commits_of(scope.session) if state == "done"}
+        forgets = {e for e, _, state, _ in self.ctx.records.commits.of(scope.session) if state == "done"}
         target_hash = self.ctx.hasher.hash(scope.target)
 
         def ours(receipt: Receipt) -> bool:

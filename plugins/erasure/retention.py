@@ -287,7 +287,7 @@ def _apply(ctx: Any, saver: Any, thread: str, policy: RetentionPolicy, now: date
     every = list(saver.list({"configurable": {"thread_id": thread}}))  # every namespace
     if any(t.config["configurable"].get("checkpoint_ns") for t in every):
         raise RetentionRefused(f"thread {thread!r} has subgraph checkpoints: not pruned")
-    for event_id, scratch, state, _ in ctx.records.commits_of(thread):
+    for event_id, scratch, state, _ in ctx.records.commits.of(thread):
         if state == "done" and saver.get_tuple(history.config_of(scratch)) is not None:
             raise RetentionRefused(f"the forget {event_id} of {thread!r} is committed but not erased yet "
                                    "(its scratch thread is there): erase it first (u.erase / unsee erase)")

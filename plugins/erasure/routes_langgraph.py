@@ -137,7 +137,7 @@ class CheckpointHistoryRoute(Route):
             reader.written(thread, scratch)
         for t in self.threads(scope)[1:]:
             history.drop_thread(saver, t)
-        moved = self.records.retarget_checkpoints(scope.session, scope.session + SCRATCH_MARK)
+        moved = self.records.erasure.retarget_checkpoints(scope.session, scope.session + SCRATCH_MARK)
         if moved:
             notes.append(f"{moved} recorded checkpoints now point at the rewritten thread")
         if self.keys is not None:
@@ -192,7 +192,7 @@ class CheckpointHistoryRoute(Route):
         """(event id, scratch thread, fork point) of every committed replay of the session whose
         scratch thread is still there (not erased yet), oldest first."""
         out = []
-        for event_id, scratch, state, payload in self.records.commits_of(scope.session):
+        for event_id, scratch, state, payload in self.records.commits.of(scope.session):
             if state == "done" and self.saver.get_tuple(history.config_of(scratch)) is not None:
                 out.append((event_id, scratch, json.loads(payload or "{}").get("fork")))
         return out

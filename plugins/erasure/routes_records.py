@@ -42,7 +42,7 @@ class RecordsRoute(Route):
     def audit(self, scope: Scope) -> RouteAudit:
         out = self._audit()
         sessions = [scope.session, *self.records.sessions_like(scope.session + SCRATCH_MARK)]
-        out.value_copies = sum(1 for s in sessions for *_, text in self.records.session_texts(s)
+        out.value_copies = sum(1 for s in sessions for *_, text in self.records.erasure.session_texts(s)
                                if scope.holds(text))
         if self.records.files():
             out.add_files(self.files(), scope)  # other sessions' rows: attributed by owners.py
@@ -50,38 +50,38 @@ class RecordsRoute(Route):
             for s in self.records.sessions_like(""):
                 if owner_of(s) != scope.session:
                     out.add_other(owner_of(s), "unsee's tables (stored texts)",
-                                  sum(1 for *_, text in self.records.session_texts(s) if scope.holds(text)))
+                                  sum(1 for *_, text in self.records.erasure.session_texts(s) if scope.holds(text)))
         return out
 
     def erase(self, scope: Scope) -> list[str]:
         notes = []
         scratch = self.records.sessions_like(scope.session + SCRATCH_MARK)
         for s in scratch:
-            self.records.drop_session(s)
+            self.records.rewrites.drop_session(s)
         if scratch:
             notes.append(f"{len(scratch)} scratch sessions' records dropped")
-        n = self.records.rewrite_texts(scope.session,
-                                       lambda t: remove_forms(t, scope.target) if scope.holds(t) else None)
+        n = self.records.erasure.rewrite_texts(scope.session,
+                                               lambda t: remove_forms(t, scope.target) if scope.holds(t) else None)
         if n:
             notes.append(f"{n} stored texts of the session cleaned")
         if self.records.files():
             with self.records.exclusive() as (db, vault):
                 notes += [scrub_note(scrub(c.raw)) for c in (db, vault)]
         else:  # a database server (PostgreSQL): its tables are rewritten, its WAL is out of reach
-            notes += self.records.compact()
+            notes += self.records.erasure.compact()
         return notes
 
     def erase_subject(self, subject: SubjectScope) -> list[str]:
         """The subject's sessions' provenance, spans, commit journal and vault texts dropped, and
         every memory-store journal row of its namespaces (any session's); WAL + free pages."""
-        found, rows = self.records.erase_sessions(subject.sessions, subject.namespaces)
+        found, rows = self.records.erasure.erase_sessions(subject.sessions, subject.namespaces)
         notes = [f"{found} recorded sessions dropped (provenance, spans, vault)",
                  f"{rows} memory-store journal rows of the namespaces dropped"]
         if self.records.files():
             with self.records.exclusive() as (db, vault):
                 notes += [scrub_note(scrub(c.raw)) for c in (db, vault)]
         else:
-            notes += self.records.compact()
+            notes += self.records.erasure.compact()
         return notes
 
     def unreachable(self) -> list[str]:

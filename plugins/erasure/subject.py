@@ -53,7 +53,7 @@ from .shared import shared_db
 from .subject_plan import Fingerprinter, Selection, SubjectNotFound, in_namespaces, plan, selection
 
 PLANNED, DONE = "planned", "done"
-#: the vault's tables (``ProvenanceStore.TEXT_COLUMNS``) whose texts are fingerprinted
+#: the vault's tables (``StoreErasure.TEXT_COLUMNS``) whose texts are fingerprinted
 VAULT_TEXTS = ("content", "store_journal")
 
 
@@ -169,9 +169,9 @@ class SubjectEraser:
         recs = self.ctx.records
         # the vault's texts (artifact contents, memory-store journal values): what the sessions
         # observed and produced; span attributes and commit payloads carry ids, not content
-        mine = [text for s in sessions for table, _, _, text in recs.session_texts(s) if table in VAULT_TEXTS]
+        mine = [text for s in sessions for table, _, _, text in recs.erasure.session_texts(s) if table in VAULT_TEXTS]
         others = (text for s in recs.sessions_like("") if owner_of(s) not in threads
-                  for table, _, _, text in recs.session_texts(s) if table in VAULT_TEXTS)
+                  for table, _, _, text in recs.erasure.session_texts(s) if table in VAULT_TEXTS)
         return self.fp.fingerprints(mine, others)
 
     # -- the audit ----------------------------------------------------------------------
@@ -252,7 +252,7 @@ class SubjectEraser:
                 out.notes.append(f"{inside} items under the subject's namespaces; {elsewhere} items elsewhere "
                                  "holding its recorded content")
             elif isinstance(route, RecordsRoute):
-                n = sum(len(route.records.session_texts(s)) for s in sessions)
+                n = sum(len(route.records.erasure.session_texts(s)) for s in sessions)
                 out.notes.append(f"{n} stored texts of the subject's {len(sessions)} sessions")
             elif isinstance(route, LedgerRoute):
                 n = sum(1 for rec in route.ledger.calls() if subject.owns(rec.session) and any(

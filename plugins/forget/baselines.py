@@ -27,7 +27,7 @@ def _nothing(ctx: ForgetContext, agent: Any, plan: ReplayPlan, target: str) -> l
 
 
 def _delete_record(ctx: ForgetContext, agent: Any, plan: ReplayPlan, target: str) -> list[str]:
-    ctx.records.set_content(plan.session_id, plan.entry.id, None)
+    ctx.records.rewrites.set_content(plan.session_id, plan.entry.id, None)
     return [f"B1: deleted the recorded content of {plan.entry.id}; live state unchanged"]
 
 
@@ -44,7 +44,7 @@ def _redact_entry(ctx: ForgetContext, agent: Any, plan: ReplayPlan, target: str)
         agent.update_state(thread_cfg(session), {"messages": changed})  # same ids: add_messages replaces them
     if entry.type is ArtifactType.MEMORY_READ:
         _redact_store_item(agent, entry, target)
-    ctx.records.set_content(session, entry.id, sanitize(ctx.records.content(session, entry.id) or "", target))
+    ctx.records.rewrites.set_content(session, entry.id, sanitize(ctx.records.content(session, entry.id) or "", target))
     return [f"B3: redacted the target in {entry.id} only"]
 
 
@@ -76,7 +76,7 @@ def _redact_all(ctx: ForgetContext, agent: Any, plan: ReplayPlan, target: str) -
                 store.inner.put(tuple(item.namespace), item.key, sanitize_value(item.value, target))
     for aid, text in ctx.records.contents(session).items():
         if target in text:
-            ctx.records.set_content(session, aid, sanitize(text, target))
+            ctx.records.rewrites.set_content(session, aid, sanitize(text, target))
     return [f"B6: redacted the target in {len(changed)} live messages, store items and records"]
 
 

@@ -60,7 +60,7 @@ def prepare(ctx: ForgetContext, agent: Any, plan: ReplayPlan, outcome: ReplayOut
     items the commit would write. ``NotDerived`` / ``TargetRemains``; ``earlier_sources`` names,
     for the latter, where the record shows the target entered before this forget's entry."""
     state = check_derived(agent, plan, outcome.scratch, outcome.seed, session_messages=session_messages,
-                          fork_records=ctx.records.fork_records(outcome.scratch), event_id=event.event_id,
+                          fork_records=ctx.records.rewrites.fork_records(outcome.scratch), event_id=event.event_id,
                           given=outcome.given)
     memory = [(tuple(ns), key, value) for ns, key, value in _overlay_payload(outcome.overlay)]
     places = remaining_places(state.values, memory, event.target)
@@ -80,17 +80,17 @@ def commit(ctx: ForgetContext, agent: Any, plan: ReplayPlan, outcome: ReplayOutc
     # another process, on another machine, makes it the session's sandbox (the shadow itself dies
     # with the process that ran the replay).
     sandbox = ctx.environments.settle_replay(outcome.scratch) if ctx.environments is not None else None
-    ctx.records.begin_commit(event.event_id, session, outcome.scratch, outcome.since_ns,
-                             payload=json.dumps({"overlay": _overlay_payload(outcome.overlay),
-                                                 "fork_seq": plan.fork_seq,
-                                                 # where the scratch thread was forked (erasure rewrites
-                                                 # the history as this prefix + the scratch suffix)
-                                                 "fork": fork_point(plan),
-                                                 "sandbox": sandbox,
-                                                 # what a roll-forward writes, and through which graph:
-                                                 # the scratch thread at this head, or nothing
-                                                 "head": state.head,
-                                                 "graph": _graph_of(agent)}))
+    ctx.records.commits.begin(event.event_id, session, outcome.scratch, outcome.since_ns,
+                              payload=json.dumps({"overlay": _overlay_payload(outcome.overlay),
+                                                  "fork_seq": plan.fork_seq,
+                                                  # where the scratch thread was forked (erasure rewrites
+                                                  # the history as this prefix + the scratch suffix)
+                                                  "fork": fork_point(plan),
+                                                  "sandbox": sandbox,
+                                                  # what a roll-forward writes, and through which graph:
+                                                  # the scratch thread at this head, or nothing
+                                                  "head": state.head,
+                                                  "graph": _graph_of(agent)}))
     try:
         faults.point("commit:begin")
     except InjectedCrash:
@@ -135,7 +135,7 @@ def finish_commit(ctx: ForgetContext, agent: Any, session: str, event_id: str, *
     hold its mark yet and the mark is not read (a read loads the thread's whole latest
     checkpoint: O(session) on a full-state graph). A roll-forward (``recover``, a rerun of the
     event) reads it: the state may have been written before the crash."""
-    pending = {e: (s, since, payload) for e, s, since, payload in ctx.records.pending_commits(session)}
+    pending = {e: (s, since, payload) for e, s, since, payload in ctx.records.commits.pending(session)}
     if event_id not in pending:
         return None
     scratch, since_ns, payload = pending[event_id]
@@ -183,10 +183,10 @@ def _finish_records(ctx: ForgetContext, agent: Any, session: str, event_id: str,
         # The restored shadow becomes the session's sandbox: this process's shadow, else (the
         # process that replayed died) the snapshot settled before the commit began.
         ctx.environments.end_replay(scratch, commit=True, session=session, final=data.get("sandbox"))
-    ctx.records.replace_journal(session, scratch, int(data.get("fork_seq", 0)))
+    ctx.records.memory_journal.replace(session, scratch, int(data.get("fork_seq", 0)))
     faults.point("commit:store")
     ctx.runs.forget_state(session)
-    ctx.records.replace_session(session, scratch, event_id, since_ns)
+    ctx.records.rewrites.replace_session(session, scratch, event_id, since_ns)
     faults.point("commit:records")
     ctx.runs.forget_state(session)
     ctx.runs.forget_state(scratch)

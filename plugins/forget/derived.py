@@ -86,7 +86,7 @@ def check_derived(agent: Any, plan: ReplayPlan, scratch: str, seed: Seed, *, ses
                   given: Collection[str] | None = None) -> ScratchState:
     """The scratch thread's final state, if the replay derived it (module docstring); else
     ``NotDerived`` naming every problem found. ``session_messages``: how many messages the
-    session's live state holds; ``fork_records``: the store's ``fork_records(scratch)``;
+    session's live state holds; ``fork_records``: the store's ``rewrites.fork_records(scratch)``;
     ``given``: the recorded inputs the replay gave (None: every one of the plan; a replay that
     stopped at a human's question gives those before it)."""
     session = plan.session_id

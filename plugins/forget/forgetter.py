@@ -163,7 +163,7 @@ class Forgetter:
     def agent_for(self, session: str, agent: Any | None = None) -> Any:
         """The agent a replay of ``session`` runs through: ``agent``, else the one that ran it here."""
         runs = self.ctx.runs
-        agent = agent or runs.agents.get(session) or runs.last_agent
+        agent = agent or runs.agents.for_session(session)
         if agent is None:
             raise AgentUnknown(session)
         return agent
@@ -173,7 +173,7 @@ class Forgetter:
         remaining steps fail again raises ``CommitInterrupted`` (nothing of the forget that called
         this has begun)."""
         done = []
-        pending = self.ctx.records.pending_commits(session)
+        pending = self.ctx.records.commits.pending(session)
         if pending:
             agent = self.agent_for(session, agent)
             for event_id, *_ in pending:
@@ -191,7 +191,7 @@ class Forgetter:
         ctx, spec = self.ctx, f.request.spec
         if spec.needs_ifc and ctx.revoker() is None:
             raise IfcNotEnabled(spec.code)
-        state = ctx.records.commit_state(f.event.event_id)
+        state = ctx.records.commits.state(f.event.event_id)
         if state is None:
             return
         t0 = time.perf_counter()
@@ -219,7 +219,7 @@ class Forgetter:
 
     def make_plan(self, f: SessionForget) -> None:
         runs, loc = self.ctx.runs, f.located
-        agent = f.request.agent or runs.agents.get(f.session) or runs.last_agent
+        agent = f.request.agent or runs.agents.for_session(f.session)
         with phase("plan"):
             plan = make_plan(loc.graph, loc.hit, loc.closure, f.request.strategy, entries=loc.entries,
                              fork_available=_fork_available(agent, f.session))
@@ -317,7 +317,7 @@ class Forgetter:
             return
         missing = unrecorded_messages(self.agent_for(f.session, f.request.agent), f.session, g)
         if not missing:
-            self.ctx.records.clear_run_died(f.session)  # every message is recorded: the mark goes
+            self.ctx.records.run_marks.clear(f.session)  # every message is recorded: the mark goes
         elif f.request.strategy is not Strategy.B5:
             raise RecordsBehind(f.session, len(missing), f.request.strategy.value)
         f.missing = missing
@@ -327,7 +327,7 @@ class Forgetter:
         (then the scratch records are what ``recover`` rolls forward from)."""
         scratch = scratch_thread(f.session, f.event, f.request.strategy)
         try:
-            if self.ctx.records.commit_state(f.event.event_id) is not None:
+            if self.ctx.records.commits.state(f.event.event_id) is not None:
                 return
             clear_scratch(self.ctx, f.agent, scratch)
         except Exception:  # the original error is what the caller must see

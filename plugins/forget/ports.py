@@ -19,25 +19,51 @@ from unsee.middleware.graph import ProvenanceGraph
 from unsee.middleware.records import SessionInfo
 
 
-class RecordStore(Protocol):
-    """The session records (provenance + content vault) a forget forks, edits, replaces and journals."""
+class SessionRewrites(Protocol):
+    """Forks of a session and the rewrites of its records (``ProvenanceStore.rewrites``)."""
 
     # content vault (the editing baselines)
-    def content(self, session_id: str, artifact_id: str) -> str | None: ...
-    def contents(self, session_id: str) -> dict[str, str]: ...
     def set_content(self, session_id: str, artifact_id: str, content: str | None) -> None: ...
     # fork: a scratch session holding the clean prefix
     def clone_prefix(self, src: str, dst: str, before_seq: int) -> None: ...
     def drop_session(self, session_id: str) -> None: ...
     def fork_records(self, scratch_id: str) -> tuple[list[tuple[str, str]], list[str]]: ...
-    # the commit journal (roll-forward) and the replacement it finishes
-    def begin_commit(self, event_id: str, session_id: str, scratch_id: str, since_ns: int,
-                     payload: str | None = None) -> None: ...
-    def commit_state(self, event_id: str) -> str | None: ...
-    def pending_commits(self, session_id: str) -> list[tuple[str, str, int, str | None]]: ...
-    def replace_journal(self, session_id: str, scratch_id: str, since_seq: int) -> None: ...
+    # the replacement a commit finishes
     def replace_session(self, session_id: str, scratch_id: str, event_id: str, since_ns: int) -> None: ...
-    def clear_run_died(self, session_id: str) -> None: ...
+
+
+class CommitJournal(Protocol):
+    """The commit journal: a commit is rolled forward once begun (``ProvenanceStore.commits``)."""
+
+    def begin(self, event_id: str, session_id: str, scratch_id: str, since_ns: int,
+              payload: str | None = None) -> None: ...
+    def state(self, event_id: str) -> str | None: ...
+    def pending(self, session_id: str) -> list[tuple[str, str, int, str | None]]: ...
+
+
+class MemoryJournal(Protocol):
+    """The memory-store write journal (``ProvenanceStore.memory_journal``)."""
+
+    def replace(self, session_id: str, scratch_id: str, since_seq: int) -> None: ...
+
+
+class RunMarks(Protocol):
+    """Sessions a dead run left (``ProvenanceStore.run_marks``)."""
+
+    def clear(self, session_id: str) -> None: ...
+
+
+class RecordStore(Protocol):
+    """The session records (provenance + content vault) a forget forks, edits, replaces and journals."""
+
+    rewrites: SessionRewrites
+    commits: CommitJournal
+    memory_journal: MemoryJournal
+    run_marks: RunMarks
+
+    # content vault (the editing baselines)
+    def content(self, session_id: str, artifact_id: str) -> str | None: ...
+    def contents(self, session_id: str) -> dict[str, str]: ...
 
 
 class SessionReader(Protocol):
@@ -55,14 +81,18 @@ class InterceptorSlots(Protocol):
     def remove(self, session_id: str) -> None: ...
 
 
-class Runs(Protocol):
-    """The runs of the agent in this process: waited for, their agents, their cached state."""
+class Agents(Protocol):
+    """The agents that ran in this process (a replay runs the session's own)."""
 
-    agents: Mapping[str, Any]
-    last_agent: Any
+    def for_session(self, session_id: str | None) -> Any: ...
+
+
+class Runs(Protocol):
+    """The runs of the agent in this process: held off a session, their agents, their cached state."""
+
+    agents: Agents
     interceptors: InterceptorSlots
 
-    def wait_idle(self, session_id: str, wait: bool = True) -> None: ...
     def exclusive(self, session_id: str, wait: bool = True) -> AbstractContextManager[None]: ...
     def forget_state(self, session_id: str) -> None: ...
     def seed_state(self, session_id: str, artifacts: list, checkpoints: list) -> None: ...

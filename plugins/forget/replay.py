@@ -86,7 +86,7 @@ def is_scratch_thread(thread_id: str) -> bool:
 
 def clear_scratch(ctx: ForgetContext, agent: Any, scratch: str) -> None:
     """Remove a scratch thread: its records, its cached recorder state, its LangGraph checkpoints."""
-    ctx.records.drop_session(scratch)
+    ctx.records.rewrites.drop_session(scratch)
     ctx.runs.forget_state(scratch)
     delete_thread(agent, scratch)
 
@@ -233,7 +233,7 @@ def _restore(ctx: ForgetContext, agent: Any, plan: ReplayPlan, event: Revocation
     session = plan.session_id
     with phase("restore.records", fork_seq=plan.fork_seq):
         clear_scratch(ctx, agent, scratch)  # a crashed earlier attempt may have left one: start clean
-        ctx.records.clone_prefix(session, scratch, plan.fork_seq)
+        ctx.records.rewrites.clone_prefix(session, scratch, plan.fork_seq)
         # the fork's recording state starts from the prefix the plan's graph holds (no read back)
         g = ctx.sessions.graph(session)
         ctx.runs.seed_state(scratch, [a for a in g if a.seq < plan.fork_seq],

@@ -190,7 +190,7 @@ def test_erase_subject_sqlite(tmp_path, encrypted):
         run_all(agent)
         if not encrypted:  # a forget kept its old record (scratch thread, commit journal): erased with the rest
             assert u.forget("a1", RevocationEvent(target=CARDS["a"]), erase=False).committed
-            assert threads_with_prefix(agent.checkpointer, "a1~cf-") and u.store.commits_of("a1")
+            assert threads_with_prefix(agent.checkpointer, "a1~cf-") and u.store.commits.of("a1")
             u.export_jaeger_json("a1", home / "a1-trace.json")
             u.export_jaeger_json("b1", home / "b1-trace.json")
         else:
@@ -204,7 +204,7 @@ def test_erase_subject_sqlite(tmp_path, encrypted):
         _check_erased(u, agent, store, result)
         assert others_rows(home, others) == rows_before  # every byte of B's and C's rows unchanged
         if not encrypted:
-            assert not threads_with_prefix(agent.checkpointer, "a1~cf-") and not u.store.commits_of("a1")
+            assert not threads_with_prefix(agent.checkpointer, "a1~cf-") and not u.store.commits.of("a1")
             assert not (home / "a1-trace.json").exists()
             assert (home / "b1-trace.json").exists()
             assert [json.loads(x)["session"] for x in (home / "exports.jsonl").read_text().splitlines()] == ["b1"]
@@ -316,7 +316,7 @@ def test_namespace_delete_against_a_concurrent_recorded_writer(tmp_path, request
     # the lease table in <home>/leases.sqlite, or in PostgreSQL (unsee's records there)
     u = Unsee(home=home, sandbox="none", store=request.getfixturevalue("pg_url") if leases == "postgres" else None)
     st = sqlite3.connect(home / "store.sqlite", check_same_thread=False, isolation_level=None)
-    assert (u.recorder.leases.path is None) == (leases == "postgres")
+    assert (u.recorder.run_leases.table.path is None) == (leases == "postgres")
     inner = LoggedSqliteStore(st)
     inner.setup()
     store = u.recorded_store(inner)
@@ -336,7 +336,7 @@ def test_namespace_delete_against_a_concurrent_recorded_writer(tmp_path, request
         w.start()
         while len(puts) < 5:
             time.sleep(0.005)
-        done = delete_namespace(store, ("users", "ann"), leases=u.recorder.leases, hasher=u.recorder.hasher)
+        done = delete_namespace(store, ("users", "ann"), leases=u.recorder.run_leases.table, hasher=u.recorder.hasher)
         n = len(puts)
         while len(puts) < n + 5:
             time.sleep(0.005)

@@ -141,7 +141,7 @@ def old_state(u, agent, home: Path) -> dict:
         "artifacts": [a.id for a in u.store.artifacts("t1")],
         "contents": u.store.contents("t1"),
         "checkpoints": [c.id for c in u.store.checkpoints("t1")],
-        "pending": u.store.pending_commits("t1"),
+        "pending": u.store.commits.pending("t1"),
         "store": sorted((tuple(i.namespace), i.key, json.dumps(i.value))
                         for i in agent.store.inner.search((), limit=100)),
         "payments": payments(home),
@@ -271,7 +271,7 @@ def test_daemon_stopped_mid_replay_then_retry(tmp_path, monkeypatch, step, raise
         if after is None:
             # A begun commit: journaled under the event's id, the retry rolls it forward.
             assert error.event_id == event.event_id
-            assert [p[0] for p in u.store.pending_commits("t1")] == [event.event_id]
+            assert [p[0] for p in u.store.commits.pending("t1")] == [event.event_id]
             assert payments(home) == before["payments"]
         else:
             # Nothing begun: the old state is intact (live state, sandbox, records, store, journal).
@@ -294,7 +294,7 @@ def test_daemon_stopped_mid_replay_then_retry(tmp_path, monkeypatch, step, raise
         assert payments(home) == before["payments"]  # the external refund never fired again
         refunds = [c for c in u.ledger.calls() if c.effect == "external"]
         assert [(c.tool, c.status) for c in refunds] == [("refund", "done")]
-        assert not u.store.pending_commits("t1")
+        assert not u.store.commits.pending("t1")
         assert sorted(s.session_id for s in u.sessions()) == before["sessions"]  # no scratch thread left
         # the committed recording is complete: every checkpoint that had a sandbox snapshot has one
         info = u.session("t1")

@@ -264,12 +264,12 @@ def test_forget_waits_for_a_running_agent(tmp_path):
     from unsee.middleware.errors import SessionBusy
 
     u, agent, store = record(tmp_path, "w", "tool_return")
-    u.recorder.mark_running("s", True)
+    u.recorder.activity.mark_running("s", True)
     with pytest.raises(SessionBusy):
         u.forget("s", RevocationEvent(target=SECRET), wait=False)
     import threading
 
-    threading.Timer(0.3, lambda: u.recorder.mark_running("s", False)).start()
+    threading.Timer(0.3, lambda: u.recorder.activity.mark_running("s", False)).start()
     assert u.forget("s", RevocationEvent(target=SECRET)).committed
 
 

@@ -53,7 +53,7 @@ def test_an_erasure_rewrite_is_in_the_next_decision(tmp_path):
             text = text.replace(form, "[erased]")
         return text
 
-    assert u.store.rewrite_texts("s", scrub)  # the record keeps its hashes; only the texts change
+    assert u.store.erasure.rewrite_texts("s", scrub)  # the record keeps its hashes; only the texts change
     assert decide(u, ATTACKER) == "allow"
 
 

@@ -105,14 +105,14 @@ def test_a_row_recorded_out_of_order_rebuilds(u):
 def test_erasure_rewrites_rebuild(u):
     session(u)
     before = same(u)
-    assert u.store.rewrite_texts(SID, lambda t: t.replace("bob1@evil.com", "[erased]") if "bob1" in t else None)
+    assert u.store.erasure.rewrite_texts(SID, lambda t: t.replace("bob1@evil.com", "[erased]") if "bob1" in t else None)
     g = same(u)
     assert g.content("tr1") == "page 1: write to [erased]" and before.content("tr1").endswith("bob1@evil.com")
-    u.store.set_content(SID, "tr2", None)
+    u.store.rewrites.set_content(SID, "tr2", None)
     assert same(u).content("tr2") is None
     record(u, checkpoints=[ckpt("c9", 60, thread=SID + "~scratch")])
     same(u)
-    assert u.store.retarget_checkpoints(SID, SID + "~") == 1
+    assert u.store.erasure.retarget_checkpoints(SID, SID + "~") == 1
     assert same(u).checkpoints[-1].langgraph_thread_id == SID
 
 
@@ -120,7 +120,7 @@ def test_a_rewrite_drops_kept_graphs_at_once(u):
     session(u)
     u.graph(SID)
     assert u._graphs._entries
-    u.store.rewrite_texts(SID, lambda t: None)
+    u.store.erasure.rewrite_texts(SID, lambda t: None)
     assert not u._graphs._entries  # erased text does not wait in memory for the next read
 
 
@@ -128,17 +128,17 @@ def test_a_forget_commit_rebuilds(u):
     session(u)
     old = same(u)
     scratch = SID + "~fork"
-    u.store.clone_prefix(SID, scratch, 4)  # keep in, mt, call; replay from tr0 on
+    u.store.rewrites.clone_prefix(SID, scratch, 4)  # keep in, mt, call; replay from tr0 on
     same(u, scratch)  # a fork reads its source's prefix: read whole
     record(u, art("tr0b", T.TOOL_RETURN, 4, parents=("call",), sid=scratch), contents={"tr0b": "a clean page"},
            sid=scratch)
     g_scratch = same(u, scratch)
     assert [a.id for a in g_scratch] == ["in", "mt", "call", "tr0b"]
-    u.store.begin_commit("ev1", SID, scratch, 0)
-    u.store.replace_session(SID, scratch, "ev1", 0)
+    u.store.commits.begin("ev1", SID, scratch, 0)
+    u.store.rewrites.replace_session(SID, scratch, "ev1", 0)
     g = same(u)
     assert [a.id for a in g] == ["in", "mt", "call", "tr0b"] and "tr1" in old
-    u.store.drop_session(scratch)
+    u.store.rewrites.drop_session(scratch)
     with pytest.raises(SessionNotFound):
         u.graph(scratch)
 
@@ -158,7 +158,8 @@ def test_another_connection_writing_the_home_rebuilds(u, tmp_path):
     same(u)
     other = Unsee(home=tmp_path / "home")
     try:
-        other.store.rewrite_texts(SID, lambda t: t.replace("bob0@evil.com", "[erased]") if "bob0" in t else None)
+        other.store.erasure.rewrite_texts(SID, lambda t: t.replace("bob0@evil.com", "[erased]")
+                                          if "bob0" in t else None)
         other.store.flush()
     finally:
         other.close()
@@ -168,7 +169,7 @@ def test_another_connection_writing_the_home_rebuilds(u, tmp_path):
 def test_a_dropped_session_is_not_found(u):
     session(u)
     u.graph(SID)
-    u.store.drop_session(SID)
+    u.store.rewrites.drop_session(SID)
     with pytest.raises(SessionNotFound):
         u.graph(SID)
     with pytest.raises(SessionNotFound):

@@ -368,6 +368,6 @@ def test_a_failed_run_ends_its_turn(u):
                          checkpointer=InMemorySaver())
     with pytest.raises(ValueError):
         say(agent, "e", "hi")
-    assert not u.recorder.is_running("e")  # a forget would not wait for it
+    assert not u.recorder.activity.is_running("e")  # a forget would not wait for it
     spans = {s.name: s.status_code for s in u.store.spans("e")}
     assert spans["execute_tool boom"] == "ERROR" and spans["invoke_agent"] == "ERROR"

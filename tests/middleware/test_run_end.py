@@ -72,9 +72,9 @@ def test_the_agent_has_no_after_agent_node_and_the_turn_ends_with_the_graph(u):
     agent = make_agent(u, InMemorySaver())
     assert not [n for n in agent.builder.nodes if n.endswith("after_agent") and "Unsee" in n]
     say(agent, "e", "look at T1 please")
-    assert not u.recorder.is_running("e")  # ended when invoke returned
+    assert not u.recorder.activity.is_running("e")  # ended when invoke returned
     u.flush()
-    assert u.recorder.leases is None or not u.recorder.leases.holders("e")
+    assert u.recorder.run_leases.table is None or not u.recorder.run_leases.table.holders("e")
     say(agent, "e", "hello")
     g = u.graph("e")
     assert max(a.turn for a in g) == 2 and [c.kind.value for c in g.checkpoints][:1] == ["session_start"]
@@ -107,7 +107,7 @@ def test_an_error_ends_the_turn_with_the_error_on_the_run_span(tmp_path):
                          checkpointer=InMemorySaver())
     with pytest.raises(RuntimeError):
         agent.invoke({"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "x"}})
-    assert not u.recorder.is_running("x")
+    assert not u.recorder.activity.is_running("x")
     u.flush()
     runs = [s for s in exporter.get_finished_spans() if s.name == "invoke_agent"]
     assert len(runs) == 1 and runs[0].status.status_code.name == "ERROR"
@@ -129,7 +129,7 @@ def test_an_error_an_outer_retry_catches_stays_in_one_turn(tmp_path):
                          checkpointer=InMemorySaver())
     out = agent.invoke({"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "r"}})
     assert out["messages"][-1].content == "fine" and len(calls) == 2
-    assert not u.recorder.is_running("r")
+    assert not u.recorder.activity.is_running("r")
     g = u.graph("r")
     assert {a.turn for a in g} == {1}
     u.close()
@@ -143,7 +143,7 @@ def test_async_runs_end_too(u):
             await agent.ainvoke({"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": "a"}})
 
     asyncio.run(go())
-    assert not u.recorder.is_running("a")
+    assert not u.recorder.activity.is_running("a")
     assert max(a.turn for a in u.graph("a")) == 2
 
 

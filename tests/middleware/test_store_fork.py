@@ -45,9 +45,9 @@ def _ids(store, session):
 
 
 def test_a_fork_reads_its_source_prefix_and_copies_nothing(store):
-    store.clone_prefix("s", "s~f", 4)
-    assert store.fork_of("s~f") == ("s", 4)
-    assert store.fork_of("s") is None
+    store.rewrites.clone_prefix("s", "s~f", 4)
+    assert store.rewrites.fork_of("s~f") == ("s", 4)
+    assert store.rewrites.fork_of("s") is None
     assert _ids(store, "s~f") == ["a1", "a2", "a3"]
     assert all(a.session_id == "s~f" for a in store.artifacts("s~f"))
     assert [c.seq for c in store.checkpoints("s~f")] == [3]
@@ -63,12 +63,12 @@ def test_a_fork_reads_its_source_prefix_and_copies_nothing(store):
 
 
 def _commit(store, event="e1"):
-    store.begin_commit(event, "s", "s~f", 0)
-    store.replace_session("s", "s~f", event, 0)
+    store.commits.begin(event, "s", "s~f", 0)
+    store.rewrites.replace_session("s", "s~f", event, 0)
 
 
 def test_replacing_keeps_the_prefix_and_swaps_the_suffix(store):
-    store.clone_prefix("s", "s~f", 4)
+    store.rewrites.clone_prefix("s", "s~f", 4)
     # the replay re-materialises a5 (same id, new text) and records a new a6
     _record(store, "s~f", [("a4b", 6, "my card is [gone]"), ("a5", 7, "noted [gone]"), ("a6", 8, "done")],
             checkpoints=[8])
@@ -79,12 +79,12 @@ def test_replacing_keeps_the_prefix_and_swaps_the_suffix(store):
     assert texts == {"a1": "hello", "a2": "look up T-1", "a3": "T-1 ok", "a4b": "my card is [gone]",
                      "a5": "noted [gone]", "a6": "done"}
     assert not store.has_session("s~f")
-    assert store.commit_state("e1") == "done"
+    assert store.commits.state("e1") == "done"
     assert not any("4417" in t for t in texts.values())
 
 
 def test_a_crash_between_the_files_is_finished_by_a_retry(store, monkeypatch):
-    store.clone_prefix("s", "s~f", 4)
+    store.rewrites.clone_prefix("s", "s~f", 4)
     _record(store, "s~f", [("a5", 6, "noted [gone]"), ("a6", 7, "done")])
     db = store._db
     real = db.transaction
@@ -96,26 +96,26 @@ def test_a_crash_between_the_files_is_finished_by_a_retry(store, monkeypatch):
     with pytest.raises(RuntimeError):
         _commit(store)
     monkeypatch.setattr(db, "transaction", real)
-    assert store.commit_state("e1") == "started"
-    store.replace_session("s", "s~f", "e1", 0)  # the roll-forward
-    store.replace_session("s", "s~f", "e1", 0)  # and again: idempotent
+    assert store.commits.state("e1") == "started"
+    store.rewrites.replace_session("s", "s~f", "e1", 0)  # the roll-forward
+    store.rewrites.replace_session("s", "s~f", "e1", 0)  # and again: idempotent
     assert _ids(store, "s") == ["a1", "a2", "a3", "a5", "a6"]
     assert store.contents("s") == {"a1": "hello", "a2": "look up T-1", "a3": "T-1 ok", "a5": "noted [gone]",
                                    "a6": "done"}
-    assert store.commit_state("e1") == "done"
+    assert store.commits.state("e1") == "done"
 
 
 def test_dropping_a_fork_leaves_its_source_whole(store):
-    store.clone_prefix("s", "s~f", 4)
+    store.rewrites.clone_prefix("s", "s~f", 4)
     _record(store, "s~f", [("a4b", 6, "x")])
-    store.drop_session("s~f")
+    store.rewrites.drop_session("s~f")
     assert not store.has_session("s~f")
     assert _ids(store, "s") == ["a1", "a2", "a3", "a4", "a5"]
     assert len(store.contents("s")) == 5
 
 
 def test_counting_artifacts_by_type_counts_a_forks_prefix(store):
-    store.clone_prefix("s", "s~f", 4)
+    store.rewrites.clone_prefix("s", "s~f", 4)
     _record(store, "s~f", [("a4b", 6, "my card is [gone]")])
     for session in ("s", "s~f", "no-such-session"):
         by_type = sum(1 for a in store.artifacts(session) if a.type.value == "user_input") \
