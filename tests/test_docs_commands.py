@@ -17,7 +17,6 @@ import shlex
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from pathlib import Path
 
@@ -276,11 +275,9 @@ def _serve(workdir: Path) -> None:
                            "strategy": "B7"}).encode()
         req = urllib.request.Request(url, data=body, headers={"Authorization": "Bearer T",
                                                               "Content-Type": "application/json"})
-        t0 = time.monotonic()
         with urllib.request.urlopen(req, timeout=300) as resp:
             report = json.loads(resp.read())
         assert resp.status == 200 and report["committed"], report
-        assert time.monotonic() - t0 < 300
     finally:
         proc.terminate()
         proc.wait(timeout=30)

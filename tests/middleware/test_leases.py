@@ -72,9 +72,8 @@ def test_a_lapsed_lease_is_taken(leases):
     a, b = leases(ttl=0.3), leases(ttl=0.3)
     a.try_acquire("s", RUN)
     a._stop.set()  # the holder stops renewing (it died)
-    t0 = time.monotonic()
-    b.acquire("s", FORGET, timeout=10)
-    assert time.monotonic() - t0 < 5
+    b.acquire("s", FORGET, timeout=10)  # (raises if the dead holder's lease never lapses)
+    assert [k for _, k in b.holders("s")] == [FORGET]
     b.close()
 
 
