@@ -196,10 +196,10 @@ def phoenix():
 @pytest.fixture(autouse=True, scope="session")
 def _taint_checked_against_whole_manifests():
     """Every closure the suite computes on a record with context deltas equals the one the
-    same record gives with every manifest whole (``tests/context_reference.py``)."""
+    same record gives with every manifest whole (``tests/support/context_reference.py``)."""
     import functools
 
-    from context_reference import whole_graph
+    from tests.support.context_reference import whole_graph
     from unsee.middleware.graph import ProvenanceGraph
 
     plain = ProvenanceGraph.taint

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from endpoint_server import serve
+from tests.support.endpoint_server import serve
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
-from endpoint_server import serve
+from tests.support.endpoint_server import serve
 
 from unsee.middleware.errors import InvalidArgument
 from unsee.eval.endpoint import PLACEHOLDER_KEY, EndpointUnreachable, api_key, openai_chat_model

@@ -19,8 +19,8 @@ from types import SimpleNamespace
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agent_shapes import SECRET, TURNS, World, build, file_copies, normalized, reference, run, sqlite_saver
-from test_safety_contract import Case, _fault_then_retry
+from tests.support.agent_shapes import SECRET, TURNS, World, build, file_copies, normalized, reference, run, sqlite_saver
+from tests.support.safety_cases import Case, fault_then_retry
 from unsee import RevocationEvent, Unsee
 from unsee.middleware.graph import ProvenanceGraph
 from unsee.middleware.records import Artifact, ArtifactType, CheckpointKind
@@ -134,7 +134,7 @@ def test_the_erasure_leaves_no_nested_checkpoint(tmp_path, shape):
 @pytest.mark.parametrize("step", ["replay:turn:", "commit:state", "erase:history:staged", "erase:"])
 @pytest.mark.parametrize("shape", ["tool_subagent", "swarm"])
 def test_a_fault_in_a_forget_of_nested_runs(tmp_path, shape, step, crash):
-    _fault_then_retry(Case(tmp_path, shape, "sqlite"), step, crash, retry_agent=crash)
+    fault_then_retry(Case(tmp_path, shape, "sqlite"), step, crash, retry_agent=crash)
 
 
 # -- what is still refused, and why -----------------------------------------------------------
@@ -217,4 +217,4 @@ def test_on_postgres_no_row_of_the_thread_holds_the_target(tmp_path, shape, pg_u
 @pytest.mark.parametrize("step", ["commit:state", "erase:history:staged"])
 @pytest.mark.parametrize("shape", ["tool_subagent", "swarm"])
 def test_a_crash_in_a_forget_of_nested_runs_on_postgres(tmp_path, shape, step, pg_url):
-    _fault_then_retry(Case(tmp_path, shape, "postgres", pg_url=pg_url), step, True, retry_agent=False)
+    fault_then_retry(Case(tmp_path, shape, "postgres", pg_url=pg_url), step, True, retry_agent=False)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from forget_agents import SECRET, build, say, state_of
+from tests.support.forget_agents import SECRET, build, say, state_of
 from unsee import RevocationEvent, Unsee
 from unsee.plugins.erasure import ErasureContext
 from unsee.plugins.forget import (ForgetContext, Located, RevocationContext, RevocationPipeline, SessionView,

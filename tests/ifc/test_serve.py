@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 from pydantic import BaseModel
 
-from ifc_agents import INJECTION, say, setup
+from tests.support.ifc_agents import INJECTION, say, setup
 from unsee.server import serve_in_thread
 
 

@@ -22,7 +22,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from oteltap import OtelTapHttpProtobufReceiver, OtelTapHttpProtobufReceiverSettings
 
-from cli_helpers import assert_one_line_error, run
+from tests.support.cli_helpers import assert_one_line_error, run
 from unsee import Unsee
 from unsee.middleware import export as export_mod
 from unsee.middleware.errors import EndpointUnreachable, ExportError, InvalidArgument, SessionNotFound

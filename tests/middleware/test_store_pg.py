@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from recording_agents import SECRET, make_agent
+from tests.support.recording_agents import SECRET, make_agent
 from unsee import Unsee
 from unsee.middleware.errors import InvalidStoreUrl, StoreDamaged, StoreUnavailable
 
