@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.needs import needed_by, needs
+
 os.environ.setdefault("UNSEE_LOG_LEVEL", "WARNING")
 
 
@@ -100,8 +102,21 @@ def _groups(items) -> None:
         item.add_marker(pytest.mark.xdist_group("registry" if "registry" in item.keywords else module))
 
 
+def mark_what_fixtures_need(items) -> None:
+    """Each test gets the markers of the fixtures it uses, through any chain of fixtures
+    (``tests.support.needs``): a fixture that loads the model marks its tests ``model``."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:  # (not a python test function)
+            continue
+        for marker in sorted(needed_by(d.func for defs in info.name2fixturedefs.values() for d in defs)):
+            if marker not in item.keywords:
+                item.add_marker(marker)
+
+
 @pytest.hookimpl(tryfirst=True)  # (before xdist names each test's group and ``-m`` selects)
 def pytest_collection_modifyitems(config, items):
+    mark_what_fixtures_need(items)
     _groups(items)
     if not _cuda():
         skip = pytest.mark.skip(reason="needs CUDA (gpu tests run on a GPU machine via scripts/gpu-check.sh)")
@@ -138,6 +153,68 @@ def pytest_runtest_setup(item):
         pytest.fail(f"UNSEE_REQUIRE_PHOENIX=1 but {why}", pytrace=False)
 
 
+# -- descriptors a run leaves open ------------------------------------------------------------------
+#: descriptors a whole run may leave open beyond those it started with: the process-wide handles
+#: libraries open once, on first use, and keep (an event loop's selector and its wake-up pair,
+#: gRPC's and the OTLP exporters' pollers, /dev/urandom). A test that leaves an ``Unsee``, a saver's
+#: SQLite connection or a server open leaves 3 to 12 behind, so a few such tests exceed this.
+FD_SLACK = 24
+_fds_at_start: dict[str, int] = {}
+
+
+def open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 0
+
+
+def pytest_sessionstart(session):
+    _fds_at_start["n"] = open_descriptors()
+
+
+def _leaked_descriptors() -> str | None:
+    """None, or what this process leaked, in words (after a collection: an unreachable connection
+    is not a leak, only one something still holds)."""
+    import gc
+
+    if "n" not in _fds_at_start or not os.path.isdir("/proc/self/fd"):
+        return None
+    gc.collect()
+    now = open_descriptors()
+    if now - _fds_at_start["n"] <= FD_SLACK:
+        return None
+    return (f"{now - _fds_at_start['n']} file descriptors left open by the tests ({_fds_at_start['n']} at the "
+            f"start, {now} at the end; allowed: {FD_SLACK}): close what a test or fixture opens")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    """Fails the run when its tests leaked descriptors (on an xdist worker: tells the controller)."""
+    why = _leaked_descriptors()
+    if hasattr(session.config, "workeroutput"):  # an xdist worker: its exit status is not the run's
+        if why:
+            session.config.workeroutput["unsee_leaked"] = why
+        return
+    leaks = [why] if why else []
+    leaks += getattr(session.config, "_unsee_worker_leaks", [])
+    if leaks:
+        session.config._unsee_leaks = leaks
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(optionalhook=True)  # (an xdist hook: absent without it)
+def pytest_testnodedown(node, error):
+    """(xdist controller) a worker's leak, for the run's verdict."""
+    if why := getattr(node, "workeroutput", {}).get("unsee_leaked"):
+        leaks = getattr(node.config, "_unsee_worker_leaks", [])
+        leaks.append(f"{node.gateway.id}: {why}")
+        node.config._unsee_worker_leaks = leaks
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    for why in getattr(config, "_unsee_leaks", []):
+        terminalreporter.write_line(f"FAILED (descriptors): {why}", red=True, bold=True)
+
+
 def _admin_url() -> str:
     return os.environ["UNSEE_TEST_PG_URL"]
 
@@ -165,6 +242,7 @@ def drop_database(url: str) -> None:
 
 
 @pytest.fixture
+@needs("postgres")
 def pg_url():
     """A fresh database for one test (dropped afterwards)."""
     url = create_database()
@@ -173,6 +251,7 @@ def pg_url():
 
 
 @pytest.fixture
+@needs("registry")
 def registry():
     """``host:port`` of the private OCI registry (``scripts/registry-up.sh``)."""
     addr = os.environ.get("UNSEE_TEST_REGISTRY")
@@ -182,6 +261,7 @@ def registry():
 
 
 @pytest.fixture
+@needs("phoenix")
 def phoenix():
     """Arize Phoenix's URLs (``scripts/phoenix-up.sh``): ``.http`` (the UI, REST and GraphQL;
     OTLP/HTTP at ``.http + "/v1/traces"``) and ``.grpc`` (OTLP/gRPC)."""
@@ -247,6 +327,30 @@ def _store_under_test(monkeypatch):
         store.close()
     for url in made.values():
         drop_database(url)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """Every ``Unsee`` a test body makes and leaves open is closed when the body ends: an open one
+    keeps its SQLite files (provenance, vault, leases: three to nine descriptors) and its writer
+    thread for the rest of the session. (Fixtures close their own: a module fixture's lives on.)"""
+    from unsee.core import Unsee
+
+    made: list = []
+    plain_init = Unsee.__init__
+
+    def tracked_init(self, *args, **kwargs):
+        plain_init(self, *args, **kwargs)
+        made.append(self)
+
+    Unsee.__init__ = tracked_init
+    try:
+        return (yield)
+    finally:
+        Unsee.__init__ = plain_init
+        for u in made:
+            if not getattr(u.store, "_closed", True):
+                u.close()
 
 
 # -- a real OTLP/gRPC receiver (the exporter's own protocol, decoded with its protobufs) -------------
