@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.agent_shapes import REPLAYABLE, SHAPES
-from tests.support.safety_cases import Case, fault_then_retry
+from tests.support.safety_cases import fault_then_retry
 from unsee.middleware.errors import InjectedCrash, UnseeError
 from unsee.plugins.forget import AgentCannotReplay, UnsupportedSession
 
@@ -45,8 +45,8 @@ def pg(request):
 # -- shapes a replay can rebuild: B7 == B5, whatever fails where -------------------------------
 @pytest.mark.parametrize("saver", SAVERS)
 @pytest.mark.parametrize("shape", REPLAYABLE)
-def test_a_forget_reaches_the_independent_counterfactual(tmp_path, shape, saver, pg):
-    case = Case(tmp_path, shape, saver, pg_url=pg)
+def test_a_forget_reaches_the_independent_counterfactual(tmp_path, shape, saver, pg, cases):
+    case = cases(tmp_path, shape, saver, pg_url=pg)
     report = case.forget()
     assert report.committed and report.errors == []
     assert report.erased_clean is True
@@ -56,8 +56,8 @@ def test_a_forget_reaches_the_independent_counterfactual(tmp_path, shape, saver,
 @pytest.mark.parametrize("crash", [True, False], ids=["crash", "failure"])
 @pytest.mark.parametrize("step", STEPS)
 @pytest.mark.parametrize("saver", SAVERS)
-def test_a_fault_anywhere_leaves_the_old_state_or_the_counterfactual(tmp_path, saver, step, crash, pg):
-    fault_then_retry(Case(tmp_path, "agent", saver, pg_url=pg), step, crash, retry_agent=step < "e")
+def test_a_fault_anywhere_leaves_the_old_state_or_the_counterfactual(tmp_path, saver, step, crash, pg, cases):
+    fault_then_retry(cases(tmp_path, "agent", saver, pg_url=pg), step, crash, retry_agent=step < "e")
 
 
 ACTIONS = st.sampled_from(["hello", "look at T2", "look at T3", "refund A7", "look at T2 and T3", "bye"])
@@ -74,9 +74,9 @@ def sessions(draw):
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=sessions())
-def test_property_on_random_sessions_and_faults(tmp_path_factory, case):
+def test_property_on_random_sessions_and_faults(tmp_path_factory, case, cases):
     turns, step, crash, saver = case
-    c = Case(tmp_path_factory.mktemp("prop"), "agent", saver, turns=turns)
+    c = cases(tmp_path_factory.mktemp("prop"), "agent", saver, turns=turns)
     fault_then_retry(c, step, crash, retry_agent=crash)
 
 
@@ -85,8 +85,8 @@ def test_property_on_random_sessions_and_faults(tmp_path_factory, case):
 # turns are never recorded; nested runs are replayed: tests/forget/test_nested_runs.py)
 @pytest.mark.parametrize("saver", ["memory", "sqlite"])
 @pytest.mark.parametrize("shape", [s for s in SHAPES if s not in REPLAYABLE])
-def test_shapes_not_replayable_yet_are_refused_before_anything_changes(tmp_path, shape, saver):
-    case = Case(tmp_path, shape, saver)
+def test_shapes_not_replayable_yet_are_refused_before_anything_changes(tmp_path, shape, saver, cases):
+    case = cases(tmp_path, shape, saver)
     checkpoint_bytes = {p: p.read_bytes() for p in tmp_path.glob("live.sqlite*")}
     for kw in ({}, {"agent": case.app}, {"event": {"source": "tool:lookup"}},
                {"agent": case.app, "event": {"source": "tool:lookup"}}):

@@ -22,6 +22,7 @@ class Case:
 
     def __init__(self, tmp: Path, shape: str, saver: str, turns=TURNS, pg_url: str | None = None):
         self.tmp, self.shape, self.turns = tmp, shape, tuple(turns)
+        self._conns: list = []  # the savers' connections (``close``)
         self.u = Unsee(home=tmp / "home")
         self.world = World()
         self.saver = self._saver(saver, "live", pg_url)
@@ -36,15 +37,24 @@ class Case:
         if kind == "memory":
             return InMemorySaver()
         if kind == "sqlite":
-            return sqlite_saver(self.tmp / f"{name}.sqlite")
+            saver = sqlite_saver(self.tmp / f"{name}.sqlite")
+            self._conns.append(saver.conn)
+            return saver
         import psycopg
         from langgraph.checkpoint.postgres import PostgresSaver
         from psycopg.rows import dict_row
 
         conn = psycopg.connect(pg_url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+        self._conns.append(conn)
         saver = PostgresSaver(conn)
         saver.setup()
         return saver
+
+    def close(self) -> None:
+        """Its ``Unsee`` and the savers' connections."""
+        self.u.close()
+        for conn in self._conns:
+            conn.close()
 
     def forget(self, **kw):
         return self.u.forget("s", RevocationEvent(target=SECRET, event_id="ev-1", **kw.pop("event", {})), **kw)
