@@ -20,6 +20,12 @@ the registry's garbage collection, which must not meet another test's push). The
 ``SERIAL_MODULES`` are marked ``serial`` and run afterwards, alone: they stop or wipe a
 server every worker shares, bind a fixed port, or time a lease or a timeout in fractions of
 a second.
+
+A fixture that starts a service or loads the model is decorated ``@needs(marker)``
+(``tests.support.needs``): every test that uses it gets the marker at collection, so
+``make test-fast`` (``-m "not docker and not postgres ... and not model"``) never meets it
+unmarked. A run fails when its tests leave file descriptors open (``FD_SLACK``), and every
+``Unsee`` a test body leaves open is closed when the body ends (docs/testing.md).
 """
 
 from __future__ import annotations
