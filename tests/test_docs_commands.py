@@ -90,6 +90,7 @@ RUNS: dict[str, list[str]] = {
 NOT_RUN = {
     "make demo": "the demo on the local model: `unsee demo --model local` (test_demo_on_the_local_model)",
     "make test": "this test suite itself",
+    "make test-fast": "a part of this test suite (docs/testing.md)",
     "bash scripts/gpu-check.sh prepare": "downloads wheels from PyPI (run by hand; its pieces: tests/model/test_gpu_check.py)",
     "bash scripts/gpu-check.sh a": "needs a lent GPU machine",
     "bash scripts/gpu-check.sh b": "needs a lent GPU machine",
