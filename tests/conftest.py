@@ -165,15 +165,29 @@ def pytest_runtest_setup(item):
 #: gRPC's and the OTLP exporters' pollers, /dev/urandom). A test that leaves an ``Unsee``, a saver's
 #: SQLite connection or a server open leaves 3 to 12 behind, so a few such tests exceed this.
 FD_SLACK = 24
-_fds_at_start: dict[str, int] = {}
+_fds_at_start: dict[str, set[str]] = {}
 
 
-def open_descriptors() -> int:
-    return len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 0
+def open_descriptors() -> set[str]:
+    return set(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else set()
+
+
+def _what(fds: set[str]) -> str:
+    """The commonest things the descriptors point at (a file's name, "socket", "pipe")."""
+    from collections import Counter
+
+    kinds: Counter = Counter()
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        kinds[os.path.basename(target) if target.startswith("/") else target.split(":")[0]] += 1
+    return ", ".join(f"{n} {k}" for k, n in kinds.most_common(6))
 
 
 def pytest_sessionstart(session):
-    _fds_at_start["n"] = open_descriptors()
+    _fds_at_start["fds"] = open_descriptors()
 
 
 def _leaked_descriptors() -> str | None:
@@ -181,14 +195,15 @@ def _leaked_descriptors() -> str | None:
     is not a leak, only one something still holds)."""
     import gc
 
-    if "n" not in _fds_at_start or not os.path.isdir("/proc/self/fd"):
+    if "fds" not in _fds_at_start or not os.path.isdir("/proc/self/fd"):
         return None
     gc.collect()
-    now = open_descriptors()
-    if now - _fds_at_start["n"] <= FD_SLACK:
+    start, now = _fds_at_start["fds"], open_descriptors()
+    if len(now) - len(start) <= FD_SLACK:
         return None
-    return (f"{now - _fds_at_start['n']} file descriptors left open by the tests ({_fds_at_start['n']} at the "
-            f"start, {now} at the end; allowed: {FD_SLACK}): close what a test or fixture opens")
+    return (f"{len(now) - len(start)} file descriptors left open by the tests ({len(start)} at the start, "
+            f"{len(now)} at the end; allowed: {FD_SLACK}; the most: {_what(now - start)}): close what a test "
+            "or fixture opens")
 
 
 @pytest.hookimpl(trylast=True)

@@ -3,6 +3,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.agent_shapes import close_savers
 from tests.support.needs import needs
 from tests.support.safety_cases import Case
 
@@ -42,3 +43,10 @@ def cases():
     yield make
     for case in made:
         case.close()
+
+
+@pytest.fixture(autouse=True)
+def _savers_closed():
+    """The SQLite savers a test made with ``agent_shapes.sqlite_saver`` are closed after it."""
+    yield
+    close_savers()

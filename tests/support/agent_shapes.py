@@ -227,10 +227,24 @@ def file_copies(roots: Sequence[Path], needle: str) -> dict[str, int]:
     return out
 
 
+#: the connections ``sqlite_saver`` opened that ``close_savers`` has not closed yet
+_OPEN_SAVERS: list[sqlite3.Connection] = []
+
+
 def sqlite_saver(path: Path):
+    """A ``SqliteSaver`` on ``path``; its connection is closed by ``close_savers`` (the forget
+    suite's conftest calls it after each test)."""
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    return SqliteSaver(sqlite3.connect(str(path), check_same_thread=False))
+    conn = sqlite3.connect(str(path), check_same_thread=False)
+    _OPEN_SAVERS.append(conn)
+    return SqliteSaver(conn)
+
+
+def close_savers() -> None:
+    """Close every connection ``sqlite_saver`` opened since the last call."""
+    while _OPEN_SAVERS:
+        _OPEN_SAVERS.pop().close()
 
 
 def home_app(shape: str):
