@@ -9,6 +9,7 @@ and on PostgreSQL (unsee's store and leases, LangGraph's PostgresSaver).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -117,7 +118,7 @@ def _state(home: Path, env: dict) -> str:
     else:
         from langgraph.checkpoint.sqlite import SqliteSaver
 
-        with sqlite3.connect(home / "lg.sqlite") as conn:
+        with contextlib.closing(sqlite3.connect(home / "lg.sqlite")) as conn:  # (sqlite3's own `with` only commits)
             snap = SqliteSaver(conn).get_tuple({"configurable": {"thread_id": "t1"}})
     return repr(snap.checkpoint["channel_values"].get("messages"))
 
@@ -139,7 +140,7 @@ def _wait_for_lease(home: Path, env: dict, kind: str, timeout: float = 60.0) -> 
                     return
         else:
             try:
-                with sqlite3.connect(home / "leases.sqlite", timeout=5) as conn:
+                with contextlib.closing(sqlite3.connect(home / "leases.sqlite", timeout=5)) as conn:
                     if conn.execute(sql, args).fetchone():
                         return
             except sqlite3.OperationalError:

@@ -114,9 +114,10 @@ def test_an_agent_node_takes_the_users_input(tmp_path):
 
 # -- the forget: B7 == B5, once, erased -------------------------------------------------------
 @pytest.mark.parametrize("shape", ["tool_subagent", "swarm", "graph_node"])
-def test_the_erasure_leaves_no_nested_checkpoint(tmp_path, shape, cases):
+def test_the_erasure_leaves_no_nested_checkpoint(tmp_path, shape, cases, request):
     case = cases(tmp_path, shape, "sqlite")
     conn = sqlite3.connect(str(tmp_path / "live.sqlite"))
+    request.addfinalizer(conn.close)
     nested = "SELECT count(*) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns != ''"
     assert conn.execute(nested, ("s",)).fetchone()[0] > 0
     report = case.forget()
