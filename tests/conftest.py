@@ -350,25 +350,44 @@ def _store_under_test(monkeypatch):
         drop_database(url)
 
 
+#: the ``Unsee`` objects the running test body made (None between bodies)
+_made_by_body: list | None = None
+
+
+def _note_each_unsee() -> None:
+    """``Unsee.__init__`` notes each new object in ``_made_by_body``, once for the session (a test
+    that monkeypatches ``__init__`` over it gets this one back at its teardown)."""
+    import functools
+
+    from unsee.core import Unsee
+
+    plain = Unsee.__init__
+    if getattr(plain, "notes_unsee", False):
+        return
+
+    @functools.wraps(plain)
+    def noted(self, *args, **kwargs):
+        plain(self, *args, **kwargs)
+        if _made_by_body is not None:
+            _made_by_body.append(self)
+
+    noted.notes_unsee = True
+    Unsee.__init__ = noted
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
     """Every ``Unsee`` a test body makes and leaves open is closed when the body ends: an open one
-    keeps its SQLite files (provenance, vault, leases: three to nine descriptors) and its writer
-    thread for the rest of the session. (Fixtures close their own: a module fixture's lives on.)"""
-    from unsee.core import Unsee
-
-    made: list = []
-    plain_init = Unsee.__init__
-
-    def tracked_init(self, *args, **kwargs):
-        plain_init(self, *args, **kwargs)
-        made.append(self)
-
-    Unsee.__init__ = tracked_init
+    keeps its SQLite files (provenance, vault, leases, ledger: three to twelve descriptors) and its
+    writer thread for the rest of the session. (Fixtures close their own: a module fixture's
+    lives on.)"""
+    global _made_by_body
+    _note_each_unsee()
+    _made_by_body = made = []
     try:
         return (yield)
     finally:
-        Unsee.__init__ = plain_init
+        _made_by_body = None
         for u in made:
             if not getattr(u.store, "_closed", True):
                 u.close()

@@ -34,6 +34,8 @@ def served(tmp_path):
     server = serve_in_thread(u, "s3cret", agent=agent)
     yield u, agent, server.server_address[1]
     server.shutdown()
+    server.server_close()
+    u.close()
 
 
 def live(agent):

@@ -12,17 +12,21 @@ from unsee.middleware.leases import FORGET, RUN, LeaseTable
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def leases(tmp_path, request):
     """``leases(ttl=None)`` -> a LeaseTable of its own (another owner) on one shared place."""
-    pools = []
+    pools, tables = [], []
 
     def make(ttl=None):
         if request.param == "sqlite":
-            return LeaseTable(tmp_path / "leases.sqlite", ttl=ttl)
+            tables.append(LeaseTable(tmp_path / "leases.sqlite", ttl=ttl))
+            return tables[-1]
         from unsee.middleware.sqldb import PostgresDb, open_pool
 
         pools.append(open_pool(request.getfixturevalue("pg_url")))
-        return LeaseTable(PostgresDb(pools[-1]), ttl=ttl)
+        tables.append(LeaseTable(PostgresDb(pools[-1]), ttl=ttl))
+        return tables[-1]
 
     yield make
+    for table in tables:  # (a test closes some itself: closing again is a no-op)
+        table.close()
     for pool in pools:
         pool.close()
 
