@@ -1,11 +1,11 @@
-# Two entry points for a fresh machine: `make demo` and `make test`.
+# Two entry points for a fresh machine: `make demo` and `make test`; `make test-fast` while developing.
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.unsee-installed
 
-.PHONY: demo test bench install clean
+.PHONY: demo test test-fast bench install clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,13 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	bash scripts/run-tests.sh
+
+# The tests that need no service and no model, on every core (docs/testing.md): no Docker,
+# PostgreSQL, registry, Phoenix, local model or GPU, and none of the modules that must run alone.
+FAST := not docker and not postgres and not registry and not phoenix and not model and not gpu and not serial
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -n auto -q -m "$(FAST)"
 
 bench: $(STAMP)
 	$(PY) -m benchmarks

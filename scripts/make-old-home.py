@@ -14,7 +14,7 @@ editable install untouched) and put it first on ``PYTHONPATH``::
 the root first on ``sys.path`` and import the working tree's ``unsee/``. The script refuses an
 ``unsee`` imported from this checkout unless ``--allow-working-tree``.)
 
-It runs the session of ``tests/middleware/old_home_agent.py`` (public API only) into
+It runs the session of ``tests/support/old_home_agent.py`` (public API only) into
 ``tests/data/old_home/home/`` (replaced whole): unsee's files and the agent's ``SqliteSaver``
 file ``langgraph.sqlite``. Every SQLite file's WAL is checkpointed (TRUNCATE) before the last
 connection closes, and a ``-wal``/``-shm`` left behind is removed, so the home is its main
@@ -51,7 +51,7 @@ def main() -> int:
         print(f"unsee is imported from this checkout ({where}), not an earlier version: put a frozen install "
               "of it first on PYTHONPATH (see this script's docstring)", file=sys.stderr)
         return 2
-    sys.path.insert(0, str(ROOT / "tests" / "middleware"))
+    sys.path.insert(0, str(ROOT / "tests" / "support"))  # (not the root: its unsee/ would shadow the frozen one)
     import old_home_agent as oh
 
     out: Path = args.out.resolve()

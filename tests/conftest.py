@@ -20,6 +20,12 @@ the registry's garbage collection, which must not meet another test's push). The
 ``SERIAL_MODULES`` are marked ``serial`` and run afterwards, alone: they stop or wipe a
 server every worker shares, bind a fixed port, or time a lease or a timeout in fractions of
 a second.
+
+A fixture that starts a service or loads the model is decorated ``@needs(marker)``
+(``tests.support.needs``): every test that uses it gets the marker at collection, so
+``make test-fast`` (``-m "not docker and not postgres ... and not model"``) never meets it
+unmarked. A run fails when its tests leave file descriptors open (``FD_SLACK``), and every
+``Unsee`` a test body leaves open is closed when the body ends (docs/testing.md).
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ import os
 from pathlib import Path
 
 import pytest
+
+from tests.support.needs import needed_by, needs
 
 os.environ.setdefault("UNSEE_LOG_LEVEL", "WARNING")
 
@@ -100,8 +108,21 @@ def _groups(items) -> None:
         item.add_marker(pytest.mark.xdist_group("registry" if "registry" in item.keywords else module))
 
 
+def mark_what_fixtures_need(items) -> None:
+    """Each test gets the markers of the fixtures it uses, through any chain of fixtures
+    (``tests.support.needs``): a fixture that loads the model marks its tests ``model``."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:  # (not a python test function)
+            continue
+        for marker in sorted(needed_by(d.func for defs in info.name2fixturedefs.values() for d in defs)):
+            if marker not in item.keywords:
+                item.add_marker(marker)
+
+
 @pytest.hookimpl(tryfirst=True)  # (before xdist names each test's group and ``-m`` selects)
 def pytest_collection_modifyitems(config, items):
+    mark_what_fixtures_need(items)
     _groups(items)
     if not _cuda():
         skip = pytest.mark.skip(reason="needs CUDA (gpu tests run on a GPU machine via scripts/gpu-check.sh)")
@@ -138,6 +159,83 @@ def pytest_runtest_setup(item):
         pytest.fail(f"UNSEE_REQUIRE_PHOENIX=1 but {why}", pytrace=False)
 
 
+# -- descriptors a run leaves open ------------------------------------------------------------------
+#: descriptors a whole run may leave open beyond those it started with: the process-wide handles
+#: libraries open once, on first use, and keep (an event loop's selector and its wake-up pair,
+#: gRPC's and the OTLP exporters' pollers, /dev/urandom). A test that leaves an ``Unsee``, a saver's
+#: SQLite connection or a server open leaves 3 to 12 behind, so a few such tests exceed this.
+FD_SLACK = 24
+_fds_at_start: dict[str, set[str]] = {}
+
+
+def open_descriptors() -> set[str]:
+    return set(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else set()
+
+
+def _what(fds: set[str]) -> str:
+    """The commonest things the descriptors point at (a file's name, "socket", "pipe")."""
+    from collections import Counter
+
+    kinds: Counter = Counter()
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        kinds[os.path.basename(target) if target.startswith("/") else target.split(":")[0]] += 1
+    return ", ".join(f"{n} {k}" for k, n in kinds.most_common(6))
+
+
+def pytest_sessionstart(session):
+    _fds_at_start["fds"] = open_descriptors()
+
+
+def _leaked_descriptors() -> str | None:
+    """None, or what this process leaked, in words (after a collection: an unreachable connection
+    is not a leak, only one something still holds)."""
+    import gc
+
+    if "fds" not in _fds_at_start or not os.path.isdir("/proc/self/fd"):
+        return None
+    gc.collect()
+    start, now = _fds_at_start["fds"], open_descriptors()
+    if len(now) - len(start) <= FD_SLACK:
+        return None
+    return (f"{len(now) - len(start)} file descriptors left open by the tests ({len(start)} at the start, "
+            f"{len(now)} at the end; allowed: {FD_SLACK}; the most: {_what(now - start)}): close what a test "
+            "or fixture opens")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    """Fails the run when its tests leaked descriptors (on an xdist worker: tells the controller)."""
+    why = _leaked_descriptors()
+    if hasattr(session.config, "workeroutput"):  # an xdist worker: its exit status is not the run's
+        if why:
+            session.config.workeroutput["unsee_leaked"] = why
+        return
+    leaks = [why] if why else []
+    leaks += getattr(session.config, "_unsee_worker_leaks", [])
+    if leaks:
+        session.config._unsee_leaks = leaks
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(optionalhook=True)  # (an xdist hook: absent without it)
+def pytest_testnodedown(node, error):
+    """(xdist controller) a worker's leak, for the run's verdict."""
+    if why := getattr(node, "workeroutput", {}).get("unsee_leaked"):
+        leaks = getattr(node.config, "_unsee_worker_leaks", [])
+        leaks.append(f"{node.gateway.id}: {why}")
+        node.config._unsee_worker_leaks = leaks
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    for why in getattr(config, "_unsee_leaks", []):
+        terminalreporter.write_line(f"FAILED (descriptors): {why}", red=True, bold=True)
+
+
 def _admin_url() -> str:
     return os.environ["UNSEE_TEST_PG_URL"]
 
@@ -165,6 +263,7 @@ def drop_database(url: str) -> None:
 
 
 @pytest.fixture
+@needs("postgres")
 def pg_url():
     """A fresh database for one test (dropped afterwards)."""
     url = create_database()
@@ -173,6 +272,7 @@ def pg_url():
 
 
 @pytest.fixture
+@needs("registry")
 def registry():
     """``host:port`` of the private OCI registry (``scripts/registry-up.sh``)."""
     addr = os.environ.get("UNSEE_TEST_REGISTRY")
@@ -182,6 +282,7 @@ def registry():
 
 
 @pytest.fixture
+@needs("phoenix")
 def phoenix():
     """Arize Phoenix's URLs (``scripts/phoenix-up.sh``): ``.http`` (the UI, REST and GraphQL;
     OTLP/HTTP at ``.http + "/v1/traces"``) and ``.grpc`` (OTLP/gRPC)."""
@@ -196,10 +297,10 @@ def phoenix():
 @pytest.fixture(autouse=True, scope="session")
 def _taint_checked_against_whole_manifests():
     """Every closure the suite computes on a record with context deltas equals the one the
-    same record gives with every manifest whole (``tests/context_reference.py``)."""
+    same record gives with every manifest whole (``tests/support/context_reference.py``)."""
     import functools
 
-    from context_reference import whole_graph
+    from tests.support.context_reference import whole_graph
     from unsee.middleware.graph import ProvenanceGraph
 
     plain = ProvenanceGraph.taint
@@ -247,6 +348,49 @@ def _store_under_test(monkeypatch):
         store.close()
     for url in made.values():
         drop_database(url)
+
+
+#: the ``Unsee`` objects the running test body made (None between bodies)
+_made_by_body: list | None = None
+
+
+def _note_each_unsee() -> None:
+    """``Unsee.__init__`` notes each new object in ``_made_by_body``, once for the session (a test
+    that monkeypatches ``__init__`` over it gets this one back at its teardown)."""
+    import functools
+
+    from unsee.core import Unsee
+
+    plain = Unsee.__init__
+    if getattr(plain, "notes_unsee", False):
+        return
+
+    @functools.wraps(plain)
+    def noted(self, *args, **kwargs):
+        plain(self, *args, **kwargs)
+        if _made_by_body is not None:
+            _made_by_body.append(self)
+
+    noted.notes_unsee = True
+    Unsee.__init__ = noted
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """Every ``Unsee`` a test body makes and leaves open is closed when the body ends: an open one
+    keeps its SQLite files (provenance, vault, leases, ledger: three to twelve descriptors) and its
+    writer thread for the rest of the session. (Fixtures close their own: a module fixture's
+    lives on.)"""
+    global _made_by_body
+    _note_each_unsee()
+    _made_by_body = made = []
+    try:
+        return (yield)
+    finally:
+        _made_by_body = None
+        for u in made:
+            if not getattr(u.store, "_closed", True):
+                u.close()
 
 
 # -- a real OTLP/gRPC receiver (the exporter's own protocol, decoded with its protobufs) -------------

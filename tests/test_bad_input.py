@@ -23,7 +23,7 @@ import pytest
 from rich.console import Console
 
 from unsee import RevocationEvent, Unsee
-from cli_helpers import assert_one_line_error, run
+from tests.support.cli_helpers import assert_one_line_error, run
 from unsee.demo import SECRET, run_demo
 from unsee.middleware.errors import HomeNotADirectory, InvalidArgument, StoreDamaged, UnseeError
 from unsee.middleware.store_files import STORE_VERSION

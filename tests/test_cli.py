@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from cli_helpers import assert_one_line_error, run
+from tests.support.cli_helpers import assert_one_line_error, run
 from unsee.core import DEFAULT_HOME, resolve_home
 from unsee.demo import SECRET, run_demo
 

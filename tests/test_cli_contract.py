@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from cli_helpers import run
+from tests.support.cli_helpers import run
 from unsee.demo import SECRET, run_demo
 from unsee.exit_codes import TABLE, code_for
 from unsee.middleware.errors import SessionNotFound, StoreDamaged, TargetNotFound

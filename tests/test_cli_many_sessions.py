@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from cli_helpers import assert_one_line_error, run
+from tests.support.cli_helpers import assert_one_line_error, run
 from unsee.cli import EXIT_NOT_ERASED
 from unsee.demo import SECRET
 

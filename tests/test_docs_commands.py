@@ -17,7 +17,6 @@ import shlex
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from pathlib import Path
 
@@ -91,6 +90,7 @@ RUNS: dict[str, list[str]] = {
 NOT_RUN = {
     "make demo": "the demo on the local model: `unsee demo --model local` (test_demo_on_the_local_model)",
     "make test": "this test suite itself",
+    "make test-fast": "a part of this test suite (docs/testing.md)",
     "bash scripts/gpu-check.sh prepare": "downloads wheels from PyPI (run by hand; its pieces: tests/model/test_gpu_check.py)",
     "bash scripts/gpu-check.sh a": "needs a lent GPU machine",
     "bash scripts/gpu-check.sh b": "needs a lent GPU machine",
@@ -276,11 +276,9 @@ def _serve(workdir: Path) -> None:
                            "strategy": "B7"}).encode()
         req = urllib.request.Request(url, data=body, headers={"Authorization": "Bearer T",
                                                               "Content-Type": "application/json"})
-        t0 = time.monotonic()
         with urllib.request.urlopen(req, timeout=300) as resp:
             report = json.loads(resp.read())
         assert resp.status == 200 and report["committed"], report
-        assert time.monotonic() - t0 < 300
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -28,7 +28,7 @@ import re
 import textwrap
 from pathlib import Path
 
-from import_graph import GRAPH, MODULES, cycles, imports_in, tree_of
+from tests.support.import_graph import GRAPH, MODULES, cycles, imports_in, tree_of
 
 
 def _layer(name: str) -> str:
@@ -310,7 +310,7 @@ def missing_face_names(name: str, tree: ast.AST, tables: dict[str, dict[str, str
 
 
 def test_names_imported_from_a_lazy_face_are_in_its_table():
-    from import_graph import ROOT
+    from tests.support.import_graph import ROOT
 
     tables, bad = _tables(), []
     for m in sorted(MODULES):
@@ -519,7 +519,7 @@ def private_references(path: str, text: str) -> list[str]:
 def _product_text() -> list[Path]:
     """The files a user reads: the code (docstrings, comments, help strings), the examples, the
     benchmarks, README.md and docs/*.md."""
-    from import_graph import ROOT
+    from tests.support.import_graph import ROOT
 
     files = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]
     for folder in ("unsee", "middleware", "plugins", "sandbox", "examples", "benchmarks"):
@@ -529,7 +529,7 @@ def _product_text() -> list[Path]:
 
 
 def test_product_text_names_no_private_sources():
-    from import_graph import ROOT
+    from tests.support.import_graph import ROOT
 
     files = _product_text()
     assert len(files) > 100 and ROOT / "README.md" in files and ROOT / "docs" / "erasure.md" in files

@@ -558,8 +558,11 @@ class Unsee:
             log.debug("tracer provider shutdown failed", exc_info=True)
         self.recorder.run_leases.table.close()  # before the store: on PostgreSQL they share its pool
         self.recorder.forks.close()
-        if "ledger" in self.__dict__ and self.ledger.dialect == "postgresql":
-            self.ledger.close()  # (its connections holding calls' locks; the store's pool closes below)
+        if "ledger" in self.__dict__:
+            # PostgreSQL: its connections hold calls' locks (the store's pool closes below); SQLite:
+            # one connection per thread that used it, each with the file, its WAL and shared memory.
+            # A later ``u.ledger`` opens the file again.
+            self.__dict__.pop("ledger").close()
         self.store.close()
         if "keystore" in self.__dict__:  # (opened only if used)
             self.keystore.close()

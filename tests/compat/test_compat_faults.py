@@ -22,7 +22,7 @@ import json
 
 import pytest
 
-from compat_cases import ecosystem_cases, middleware_cases
+from tests.support.compat_cases import ecosystem_cases, middleware_cases
 from unsee import RevocationEvent, Unsee
 from unsee.middleware.errors import InjectedCrash, UnseeError
 from unsee.middleware.faults import InjectedFailure, crash_at, fail_at

@@ -15,7 +15,7 @@ import time
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from compat_cases import (MULTI_AGENT, NOT_OFFLINE, case, ecosystem_cases, middleware_cases, recorded_supervisor,
+from tests.support.compat_cases import (MULTI_AGENT, NOT_OFFLINE, case, ecosystem_cases, middleware_cases, recorded_supervisor,
                           unrecorded_supervisor)
 from unsee.testing import CompatFailure, check_agent
 

@@ -2,7 +2,7 @@
 
 from langchain_core.messages import ToolMessage
 
-from ifc.ifc_agents import say, setup  # the IFC tests' injection scenario (tests/ifc)
+from tests.support.ifc_agents import say, setup  # the IFC tests' injection scenario (tests/ifc)
 
 
 def test_late_verdict_forgets_the_injection_and_the_agent_continues(tmp_path):
@@ -75,7 +75,7 @@ def test_sync_screening_uses_the_agents_own_tools(tmp_path):
     from langchain.agents import create_agent
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from ifc.ifc_agents import follow
+    from tests.support.ifc_agents import follow
     from unsee import Unsee
     from unsee.plugins.model import ScriptedChatModel
 

@@ -8,7 +8,7 @@ from unsee.plugins.detect import (ClassifierDetector, EnsembleDetector, InvalidD
 
 pytest.importorskip("transformers")
 
-from tiny_classifiers import tiny_classifier  # noqa: E402 (a tiny BERT built offline, shared with the ONNX tests)
+from tests.support.tiny_classifiers import tiny_classifier  # noqa: E402 (a tiny BERT built offline, shared with the ONNX tests)
 
 
 def test_a_local_classifier_flags_each_window_it_scores_as_injection(tmp_path):

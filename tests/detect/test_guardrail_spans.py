@@ -10,7 +10,7 @@ import pytest
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from ifc.ifc_agents import say, setup  # the IFC tests' injection scenario (tests/ifc)
+from tests.support.ifc_agents import say, setup  # the IFC tests' injection scenario (tests/ifc)
 from unsee.middleware.semconv import GUARDRAIL
 from unsee.plugins.detect import Finding
 from unsee.plugins.detect.trace import verdict_span

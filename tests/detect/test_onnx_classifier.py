@@ -6,7 +6,7 @@ import shutil
 import sys
 
 import pytest
-from tiny_classifiers import export_onnx, tiny_classifier
+from tests.support.tiny_classifiers import export_onnx, tiny_classifier
 from typer.testing import CliRunner
 
 from unsee import Unsee

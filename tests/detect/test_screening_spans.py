@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from ifc.ifc_agents import ATTACKER, FRIEND, INJECTION, follow, say
+from tests.support.ifc_agents import ATTACKER, FRIEND, INJECTION, follow, say
 from unsee import ArtifactType, Unsee
 from unsee.middleware.semconv import GUARDRAIL
 from unsee.plugins.detect import Finding

@@ -22,42 +22,19 @@ from unsee.middleware.errors import InjectedCrash
 from unsee.plugins.erasure.history import (DeltaFormatUnknown, HistoryNotRewritable, _materialize, config_of,
                                            delta_specs, value_text)
 
-from erasure_agents import SECRET, TURNS, build, raw_copies, run
+from tests.support.erasure_agents import SECRET, TURNS, build, raw_copies, run
+from tests.support.erasure_checks import check_clean, messages_of, states
 
 T = "t1"
-
-
-def _messages(values: dict) -> list[tuple[str, str]]:
-    return [(type(m).__name__, str(m.content)) for m in values.get("messages", [])]
-
-
-def _states(agent, thread: str) -> dict[str, list]:
-    """checkpoint id -> the messages LangGraph rebuilds there."""
-    out = {}
-    for snap in agent.get_state_history(config_of(thread)):
-        out[snap.config["configurable"]["checkpoint_id"]] = _messages(snap.values)
-    return out
 
 
 def _forget_then_erase(u, agent, event):
     """A forget without erasure, the world of each checkpoint captured, then the erasure."""
     report = u.forget(T, event, agent=agent, erase=False)
     assert report.committed and report.scratch_thread
-    expected = {**_states(agent, T), **_states(agent, report.scratch_thread)}
+    expected = {**states(agent, T), **states(agent, report.scratch_thread)}
     result = u.erase(T, event, agent=agent)
     return report, expected, result
-
-
-def _check_clean(u, agent, home, expected):
-    after = _states(agent, T)
-    assert after, "the thread has a history"
-    for cid, msgs in after.items():
-        assert cid in expected, "a checkpoint id appeared from nowhere"
-        assert msgs == expected[cid], f"checkpoint {cid} rebuilds to another state"
-        assert SECRET not in repr(msgs)
-    held = [s for s in agent.get_state_history(config_of(T)) if SECRET in value_text(s.values)]
-    assert held == []
-    assert raw_copies(home) == {}
 
 
 @pytest.mark.parametrize("kind,freq", [("sqlite", 1), ("sqlite", 4), ("sqlite", 1000), ("memory", 4)])
@@ -68,10 +45,10 @@ def test_forget_and_erase_a_delta_thread(tmp_path, kind, freq):
         run(agent, T)
         _, expected, result = _forget_then_erase(u, agent, RevocationEvent(target=SECRET))
         assert result.clean, result.after
-        _check_clean(u, agent, tmp_path, expected)
+        check_clean(agent, tmp_path, expected)
         # the session goes on, and a fork from an older checkpoint works
         agent.invoke({"messages": [HumanMessage("Please look up T2.")]}, config_of(T))
-        mid = list(_states(agent, T))[len(_states(agent, T)) // 2]
+        mid = list(states(agent, T))[len(states(agent, T)) // 2]
         out = agent.invoke({"messages": [HumanMessage("What is the status?")]}, config_of(T, mid))
         assert SECRET not in value_text(out)
     finally:
@@ -85,7 +62,7 @@ def test_forget_and_erase_a_delta_thread_on_postgres(tmp_path, pg_url):
         run(agent, T)
         _, expected, result = _forget_then_erase(u, agent, RevocationEvent(target=SECRET))
         assert result.clean, result.after
-        _check_clean(u, agent, tmp_path, expected)
+        check_clean(agent, tmp_path, expected)
     finally:
         close()
 
@@ -107,7 +84,7 @@ def test_a_delta_session_with_a_docker_sandbox(tmp_path):
         after = u.audit(T, SECRET)
         assert after.clean, [(r.route, r.byte_copies) for r in after.routes if r.copies]
         assert SECRET.encode() not in u.environments.env(T).read_file("case/notes.txt")
-        after = _states(agent, T)
+        after = states(agent, T)
         assert after and all(msgs == expected[cid] for cid, msgs in after.items())
     finally:
         close()
@@ -124,7 +101,7 @@ def test_nothing_non_target_is_lost_against_b5_on_full_state(tmp_path):
         run(twin, T)
         u.forget(T, RevocationEvent(target=SECRET), agent=agent)
         u2.forget(T, RevocationEvent(target=SECRET), agent=twin, strategy="B5")
-        assert _messages(agent.get_state(config_of(T)).values) == _messages(twin.get_state(config_of(T)).values)
+        assert messages_of(agent.get_state(config_of(T)).values) == messages_of(twin.get_state(config_of(T)).values)
         assert raw_copies(tmp_path / "delta") == {}
     finally:
         close()
@@ -153,11 +130,11 @@ def test_a_crash_inside_the_delta_rewrite_is_finished_by_a_rerun(tmp_path, point
         run(agent, T)
         event = RevocationEvent(target=SECRET)
         report = u.forget(T, event, agent=agent, erase=False)
-        expected = {**_states(agent, T), **_states(agent, report.scratch_thread)}
+        expected = {**states(agent, T), **states(agent, report.scratch_thread)}
         with crash_at(point), pytest.raises(InjectedCrash):
             u.erase(T, event, agent=agent)
         assert u.erase(T, event, agent=agent).clean
-        _check_clean(u, agent, tmp_path, expected)
+        check_clean(agent, tmp_path, expected)
     finally:
         close()
 
@@ -174,10 +151,10 @@ def test_a_thread_that_switched_to_delta_midway(tmp_path):
     u, agent, close = build(tmp_path, delta=3)
     try:
         run(agent, T, TURNS[3:])
-        assert len(_messages(agent.get_state(config_of(T)).values)) > 12  # the old turns rebuilt too
+        assert len(messages_of(agent.get_state(config_of(T)).values)) > 12  # the old turns rebuilt too
         _, expected, result = _forget_then_erase(u, agent, RevocationEvent(target=SECRET))
         assert result.clean, result.after
-        _check_clean(u, agent, tmp_path, expected)
+        check_clean(agent, tmp_path, expected)
     finally:
         close()
 

@@ -8,45 +8,11 @@ import shutil
 import pytest
 from langchain_core.messages import HumanMessage
 
-from erasure_agents import SECRET, TURNS, build, live, raw_copies, run
+from tests.support.erasure_agents import SECRET, TURNS, build, live, raw_copies, run
+from tests.support.erasure_checks import CFG, history_holding, world
 from unsee import RevocationEvent
 from unsee.plugins.erasure import NotForgotten, read_receipt, verify_signature
 from unsee.plugins.forget import InjectedCrash, crash_at
-
-CFG = {"configurable": {"thread_id": "t1"}}
-
-
-def world(home, u, agent, thread="t1"):
-    """Everything that must survive erasure unchanged: live state, store items, sandbox files, ledger facts."""
-    items = sorted((tuple(i.namespace), i.key, json.dumps(i.value)) for i in agent.store.inner.search((), limit=100))
-    env = u.environments.env(thread)
-    files = {p: env.read_file(p) for p in ("case/notes.txt",) if _exists(env, p)}
-    facts = sorted((c.call_id, c.tool, c.status) for c in u.ledger.calls())
-    return live(agent, thread), items, files, facts
-
-
-def _exists(env, path):
-    try:
-        env.read_file(path)
-        return True
-    except Exception:
-        return False
-
-
-def history_holding(agent, thread="t1"):
-    snaps = list(agent.get_state_history({"configurable": {"thread_id": thread}}))
-    return len(snaps), sum(1 for s in snaps if SECRET in repr(s.values) + repr(s.metadata))
-
-
-@pytest.fixture
-def recorded(tmp_path):
-    home = tmp_path / "home"
-    home.mkdir()
-    u, agent, close = build(home)
-    run(agent, "t1")
-    yield home, u, agent, close
-    close()
-
 
 def test_forget_erases_every_route_and_signs_a_receipt(recorded):
     home, u, agent, close = recorded

@@ -4,35 +4,15 @@ records in PostgreSQL: the same outcome as on SQLite, audited at the value level
 
 import json
 
-import psycopg
 import pytest
 from langchain_core.messages import HumanMessage
 
-from erasure_agents import SECRET, build, live, run
-from test_erasure import CFG, history_holding, world
+from tests.support.erasure_agents import SECRET, build, live, run
+from tests.support.erasure_checks import CFG, history_holding, sql_copies, world
 from unsee import RevocationEvent
 from unsee.plugins.erasure import read_receipt, verify_signature
 
 pytestmark = pytest.mark.postgres
-
-#: (table, column) of every place LangGraph and unsee keep values in PostgreSQL
-VALUE_COLUMNS = [("public.checkpoints", "checkpoint::text"), ("public.checkpoints", "metadata::text"),
-                 ("public.checkpoint_blobs", "blob"), ("public.checkpoint_writes", "blob"),
-                 ("public.store", "value::text"), ("unsee.content", "content"), ("unsee.store_journal", "new_value"),
-                 ("unsee.store_journal", "old_value"), ("unsee.spans", "attributes"), ("unsee.commits", "payload")]
-
-
-def sql_copies(url: str, needle: str = SECRET) -> dict[str, int]:
-    """Rows holding the target, per table and column, as PostgreSQL reads them (decompressed)."""
-    out = {}
-    with psycopg.connect(url) as conn:
-        for table, col in VALUE_COLUMNS:
-            expr = f"position(%s::bytea in {col})" if col == "blob" else f"strpos({col}, %s)"
-            n = conn.execute(f"SELECT count(*) FROM {table} WHERE {expr} > 0", (needle,)).fetchone()[0]
-            if n:
-                out[f"{table}.{col}"] = n
-    return out
-
 
 @pytest.fixture
 def recorded_pg(tmp_path, pg_url):

@@ -24,9 +24,8 @@ from langgraph.checkpoint.postgres import PostgresSaver
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
-from erasure_agents import SECRET, build, run
-from test_delta_history import T, _check_clean, _states
-from test_erasure_pg import sql_copies
+from tests.support.erasure_agents import SECRET, build, run
+from tests.support.erasure_checks import check_clean, sql_copies, states
 from unsee import RevocationEvent
 from unsee.middleware.errors import InjectedCrash
 from unsee.middleware.faults import crash_at
@@ -38,6 +37,9 @@ pytestmark = pytest.mark.postgres
 _REFERENCED = ("EXISTS (SELECT 1 FROM checkpoints c CROSS JOIN LATERAL jsonb_each_text(c.checkpoint -> "
                "'channel_versions') v WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns "
                "AND v.key = b.channel AND v.value = b.version)")
+
+
+T = "t1"
 
 
 def _rows(url: str, thread: str = T) -> dict[str, dict]:
@@ -91,7 +93,7 @@ def test_forget_and_erase_rewrite_the_suffix_only(tmp_path, pg_url, delta, went_
         report = u.forget(T, event, agent=agent, erase=False)
         if went_on:
             agent.invoke({"messages": [HumanMessage("Please look up T2.")]}, config_of(T))
-        expected = {**_states(agent, T), **_states(agent, report.scratch_thread)}
+        expected = {**states(agent, T), **states(agent, report.scratch_thread)}
         before = _rows(pg_url)
         assert any(SECRET.encode() in b for b in _blob_bytes(pg_url))  # the target is in blobs now
 
@@ -119,7 +121,7 @@ def test_forget_and_erase_rewrite_the_suffix_only(tmp_path, pg_url, delta, went_
         # (on PostgreSQL the first counterfactual one shares its seed's snapshot blob)
         assert _reencoded(note) == (1 if went_on else 0), note
 
-        _check_clean(u, agent, tmp_path, expected)
+        check_clean(agent, tmp_path, expected)
         assert _unreferenced_blobs(pg_url) == 0
         assert sql_copies(pg_url) == {}
         with psycopg.connect(pg_url) as conn:  # the scratch thread is gone with its blobs
@@ -145,7 +147,7 @@ def test_a_crash_inside_the_transaction_leaves_the_old_thread_whole(tmp_path, pg
         run(agent, T)
         event = RevocationEvent(target=SECRET)
         report = u.forget(T, event, agent=agent, erase=False)
-        expected = {**_states(agent, T), **_states(agent, report.scratch_thread)}
+        expected = {**states(agent, T), **states(agent, report.scratch_thread)}
         before, scratch = _rows(pg_url), _rows(pg_url, report.scratch_thread)
         with crash_at(point), pytest.raises(InjectedCrash):
             u.erase(T, event, agent=agent)
@@ -154,7 +156,7 @@ def test_a_crash_inside_the_transaction_leaves_the_old_thread_whole(tmp_path, pg
         result = u.erase(T, event, agent=agent)
         assert result.clean, result.after
         assert any(n.startswith("history rewritten in place") for n in result.notes["langgraph.checkpoints"])
-        _check_clean(u, agent, tmp_path, expected)
+        check_clean(agent, tmp_path, expected)
         assert _unreferenced_blobs(pg_url) == 0
     finally:
         close()

@@ -16,8 +16,8 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from cli_helpers import run as cli
-from erasure_agents import SECRET, build, policy, run
+from tests.support.cli_helpers import run as cli
+from tests.support.erasure_agents import SECRET, policy
 from unsee import RevocationEvent, Unsee
 from unsee.plugins.erasure import AuditReport, RouteAudit, read_receipt, verify_signature
 from unsee.plugins.erasure import routes as routes_mod
@@ -36,16 +36,6 @@ def _bare(u, agent=None, *, checkpointer=None, store=None, name=None):
     unsee's middleware (so the CLI finds its home through it)."""
     return create_agent(ScriptedChatModel(policy=policy), [], middleware=[u.middleware()],
                         checkpointer=checkpointer, store=store, name=name)
-
-
-@pytest.fixture
-def recorded(tmp_path):
-    home = tmp_path / "home"
-    home.mkdir()
-    u, agent, close = build(home)
-    run(agent, "t1")
-    yield home, u, agent, close
-    close()
 
 
 @pytest.fixture

@@ -196,7 +196,7 @@ def test_cipher_contract(store):
 
 import copy  # noqa: E402
 
-from test_checkpoint_conformance import FullInMemorySaver  # noqa: E402  (InMemorySaver + copy/prune/delete_for_runs)
+from tests.support.full_saver import FullInMemorySaver  # noqa: E402  (InMemorySaver + copy/prune/delete_for_runs)
 
 from unsee.plugins.erasure.keys import OPTIONAL_METHODS, RekeyUnsupported, implemented  # noqa: E402
 

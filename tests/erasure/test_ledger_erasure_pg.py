@@ -8,7 +8,7 @@ import json
 import psycopg
 import pytest
 
-from erasure_agents import SECRET, build, run
+from tests.support.erasure_agents import SECRET, build, run
 from unsee import RevocationEvent, Unsee
 from unsee.plugins.erasure import read_receipt
 from unsee.wiring import erasure_context

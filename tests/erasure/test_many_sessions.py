@@ -7,7 +7,7 @@ last one leaves no copy anywhere. On SQLite files and on PostgreSQL."""
 import pytest
 from langchain_core.messages import HumanMessage
 
-from erasure_agents import SECRET, TURNS, build, raw_copies, run
+from tests.support.erasure_agents import SECRET, TURNS, build, raw_copies, run
 from unsee import RevocationEvent
 from unsee.plugins.erasure import read_receipt, verify_signature
 
@@ -64,7 +64,7 @@ def test_three_sessions_one_home_sqlite(tmp_path):
 
 @pytest.mark.postgres
 def test_three_sessions_one_home_postgres(tmp_path, pg_url):
-    from test_erasure_pg import sql_copies
+    from tests.support.erasure_checks import sql_copies
 
     home = tmp_path / "home"
     home.mkdir()

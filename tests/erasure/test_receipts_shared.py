@@ -26,8 +26,8 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from erasure_agents import SECRET, build, live, run
-from test_erasure import history_holding
+from tests.support.erasure_agents import SECRET, build, live, run
+from tests.support.erasure_checks import history_holding
 from unsee import RevocationEvent, Unsee
 from unsee.middleware.errors import InjectedCrash
 from unsee.middleware.faults import crash_at
@@ -168,7 +168,7 @@ def test_a_subject_erasure_journaled_at_a_is_finished_at_b(tmp_path, pg_url, mon
     """A crashes after deleting the subject's threads and records; only the journal in the store
     still names them: B finds it (else the threads are unknown there) and finishes the erasure,
     its receipt reporting A's first audit."""
-    from test_subject import CARDS, NS, build as build_subjects, run_all
+    from tests.support.subject_agents import CARDS, NS, build as build_subjects, run_all
 
     monkeypatch.delenv(KEY_ENV, raising=False)
     home_a, home_b = tmp_path / "a", tmp_path / "b"

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from langchain_core.messages import HumanMessage
 
-from erasure_agents import SECRET, build, live, run
+from tests.support.erasure_agents import SECRET, build, live, run
 from unsee import RevocationEvent, Unsee
 from unsee.middleware.errors import InjectedCrash, UnseeError
 from unsee.middleware.faults import crash_at
@@ -314,7 +314,7 @@ def test_cli(tmp_path, capsys):
 
     from rich.console import Console
 
-    from cli_helpers import assert_one_line_error, run as cli
+    from tests.support.cli_helpers import assert_one_line_error, run as cli
     from unsee.demo import run_demo
 
     home = tmp_path / ".unsee"

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from erasure_agents import SECRET, TURNS, build, live, run
+from tests.support.erasure_agents import SECRET, TURNS, build, live, run
 from unsee import RevocationEvent
 from unsee.middleware.faults import fault_point
 from unsee.plugins.erasure import (BUILTIN_ROUTES, Eraser, Route, RouteAudit, Scope, register_route,

@@ -12,7 +12,7 @@ from langchain_core.messages import HumanMessage
 from unsee.plugins.erasure import history, row_audit
 from unsee.plugins.erasure.forms import holds_target, target_forms
 
-from erasure_agents import SECRET, build, run
+from tests.support.erasure_agents import SECRET, build, run
 
 THREAD = "t-rows"
 QUOTED = 'say "Zoë Ünal" \\ at the desk'

@@ -12,7 +12,7 @@ import json
 import pytest
 from langchain_core.messages import HumanMessage
 
-from erasure_agents import TURNS, build, live
+from tests.support.erasure_agents import TURNS, build, live
 from unsee import RevocationEvent
 
 TARGET = "5521"  # the order number of TURNS[3]

@@ -14,7 +14,7 @@ from unsee import RevocationEvent
 from unsee.middleware.errors import InvalidArgument
 from unsee.plugins.erasure.surface import UNTOUCHED, build_report
 
-from erasure_agents import SECRET, build, run
+from tests.support.erasure_agents import SECRET, build, run
 
 ROUTES = [("langgraph.checkpoints", "history", "rewritten", ["lg.sqlite"]),
           ("langgraph.store", "memories", "scrubbed", []),

@@ -5,10 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from endpoint_server import serve
+from tests.support.endpoint_server import serve
+from tests.support.needs import needs
 
 
 @pytest.fixture(scope="session")
+@needs("model")
 def endpoint(tmp_path_factory):
     """The OpenAI-compatible server on the CPU model, in this process (converted folder shared
     via $UNSEE_MODEL_CACHE when set, as in the other model tests)."""

@@ -78,6 +78,7 @@ def test_unknown_task_ids_are_clear_errors():
         run_bench("slack", "none", ["user_task_1"], [], progress=False, verdict="soon", unsee=Unsee)
 
 
+@pytest.mark.model
 def test_local_model_runs_a_suite_task(tmp_path):
     # the local CPU model (SmolLM2, steered to call tools) on one banking task, no injection, under IFC
     from agentdojo.task_suite.load_suites import get_suites

@@ -3,8 +3,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.agent_shapes import close_savers
+from tests.support.needs import needs
+from tests.support.safety_cases import Case
+
 
 @pytest.fixture(scope="session")
+@needs("model")
 def local_model(tmp_path_factory):
     """The CPU model, loaded once (converted folder shared via $UNSEE_MODEL_CACHE when set)."""
     from unsee.plugins.model.chat_model import LocalChatModel
@@ -13,6 +18,7 @@ def local_model(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+@needs("model", "gpu")
 def gpu_local_model(tmp_path_factory):
     """The same weights on the ExLlamaV2 backend (CUDA only)."""
     from unsee.plugins.model.chat_model import LocalChatModel
@@ -23,3 +29,24 @@ def gpu_local_model(tmp_path_factory):
 def _model_home(tmp_path_factory) -> Path:
     env = os.environ.get("UNSEE_MODEL_CACHE")
     return Path(env) if env else tmp_path_factory.mktemp("model-home")
+
+
+@pytest.fixture
+def cases():
+    """``cases(tmp, shape, saver, ...)``: a ``tests.support.safety_cases.Case``, closed after the test."""
+    made: list[Case] = []
+
+    def make(*args, **kwargs) -> Case:
+        made.append(Case(*args, **kwargs))
+        return made[-1]
+
+    yield make
+    for case in made:
+        case.close()
+
+
+@pytest.fixture(autouse=True)
+def _savers_closed():
+    """The SQLite savers a test made with ``agent_shapes.sqlite_saver`` are closed after it."""
+    yield
+    close_savers()

@@ -21,7 +21,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import MessagesState
 
-from agent_shapes import (SECRET, HostedChatModel, World, build_react_agent, build_state_graph, file_copies,
+from tests.support.agent_shapes import (SECRET, HostedChatModel, World, build_react_agent, build_state_graph, file_copies,
                           model_and_tools_graph, normalized, run, sqlite_saver, worker_policy)
 from unsee import RevocationEvent, Unsee
 from unsee.middleware.graph_adapter import RecordedChatModel
@@ -129,7 +129,7 @@ def normalized_values(values: dict) -> dict:
 
 
 def test_a_graph_whose_tool_node_does_not_record_is_refused_before_anything_changes(tmp_path):
-    from agent_shapes import TicketState
+    from tests.support.agent_shapes import TicketState
 
     u, world = Unsee(home=tmp_path / "home"), World()
     tools = world.tools()
@@ -205,7 +205,7 @@ def _react_with_subagent(world: World, u: Unsee | None = None, checkpointer=None
     from langchain_core.tools import StructuredTool
     from langgraph.prebuilt import ToolNode
 
-    from agent_shapes import outer_policy
+    from tests.support.agent_shapes import outer_policy
 
     def model(policy, role):
         m = HostedChatModel(policy=policy, role=role)

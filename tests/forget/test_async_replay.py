@@ -14,7 +14,7 @@ from langchain_core.messages import HumanMessage
 from langchain_core.tools import StructuredTool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agent_shapes import SECRET, HostedChatModel, World, normalized, worker_policy
+from tests.support.agent_shapes import SECRET, HostedChatModel, World, normalized, worker_policy
 from unsee import RevocationEvent, Unsee
 from unsee.plugins.forget import NeedsAsync
 

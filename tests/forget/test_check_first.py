@@ -22,7 +22,7 @@ from langchain_core.tools import StructuredTool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from agent_shapes import SECRET, HostedChatModel, World, normalized, reference, run, worker_policy
+from tests.support.agent_shapes import SECRET, HostedChatModel, World, normalized, reference, run, worker_policy
 from unsee import RevocationEvent, Unsee
 from unsee.middleware.graph import ProvenanceGraph
 from unsee.middleware.records import Artifact, ArtifactType
@@ -213,15 +213,14 @@ def test_a_replay_under_other_numerics_says_so_on_the_report():
                     reason="the command line finds the home by its SQLite records (the second pass keeps them on "
                            "PostgreSQL)")
 @pytest.mark.parametrize("factory, code, words", [
-    ("agent_shapes:supervisor_app", 2, "cannot be forgotten safely yet"),
-    ("agent_shapes:agent_app", 0, None),
+    ("tests.support.agent_shapes:supervisor_app", 2, "cannot be forgotten safely yet"),
+    ("tests.support.agent_shapes:agent_app", 0, None),
 ])
 def test_the_command_line_refuses_in_one_line_before_anything_changes(tmp_path, monkeypatch, capsys,
                                                                        factory, code, words):
-    from cli_helpers import assert_one_line_error
-    from cli_helpers import run as cli
-
-    import agent_shapes
+    from tests.support import agent_shapes
+    from tests.support.cli_helpers import assert_one_line_error
+    from tests.support.cli_helpers import run as cli
 
     monkeypatch.setenv("UNSEE_HOME", str(tmp_path / "home"))
     app = getattr(agent_shapes, factory.split(":")[1])()

@@ -4,7 +4,7 @@ import json
 
 from langgraph.store.memory import InMemoryStore
 
-from forget_agents import SECRET, build, say, state_of
+from tests.support.forget_agents import SECRET, build, say, state_of
 from unsee import RevocationEvent, Unsee
 
 

@@ -11,13 +11,11 @@ target."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -37,14 +35,10 @@ FORGET_BOUND_S = 60  # a forget against a stopped daemon must end (with an error
 
 
 def _erasure_agents():
-    """tests/erasure/erasure_agents.py (the real create_agent scenario with a sandboxed tool)."""
-    if "erasure_agents" not in sys.modules:
-        path = Path(__file__).resolve().parents[1] / "erasure" / "erasure_agents.py"
-        spec = importlib.util.spec_from_file_location("erasure_agents", path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["erasure_agents"] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules["erasure_agents"]
+    """tests/support/erasure_agents.py (the real create_agent scenario with a sandboxed tool)."""
+    from tests.support import erasure_agents
+
+    return erasure_agents
 
 
 # -- the private daemon ---------------------------------------------------------------------

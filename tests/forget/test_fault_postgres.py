@@ -17,7 +17,7 @@ from unsee.middleware.errors import StoreUnavailable
 from unsee.middleware import faults
 from unsee.plugins.forget import CommitInterrupted
 
-from forget_agents import FIRED
+from tests.support.forget_agents import FIRED
 pytestmark = pytest.mark.postgres
 
 SECRET = "4417-2231"
@@ -36,7 +36,7 @@ def world(tmp_path, pg_url, monkeypatch):
     from psycopg.rows import dict_row
     from psycopg_pool import ConnectionPool
 
-    from forget_agents import build
+    from tests.support.forget_agents import build
 
     monkeypatch.setenv("UNSEE_STORE_TIMEOUT", "3")  # a server that stays down: a typed error in seconds
     u = Unsee(home=tmp_path / "h", store=pg_url)

@@ -7,7 +7,7 @@ import pytest
 from unsee.middleware.semconv import DESCRIBING_SCOPES
 from langgraph.store.memory import InMemoryStore
 
-from forget_agents import FIRED, SECRET, build, say, state_of
+from tests.support.forget_agents import FIRED, SECRET, build, say, state_of
 from unsee import (AmbiguousTarget, IncompleteSession, RevocationEvent, SessionNotFound,
                    TargetNotFound, Unsee)
 from unsee.plugins.forget import crash_at
@@ -279,7 +279,7 @@ def _sandbox_agent(u, checkpointer=None):
 
     from langchain_core.messages import AIMessage, ToolMessage
 
-    from forget_agents import policy as base_policy
+    from tests.support.forget_agents import policy as base_policy
     from unsee.plugins.model import ScriptedChatModel, call_id
 
     def policy(messages, tools):

@@ -19,7 +19,7 @@ from langgraph.store.memory import InMemoryStore
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from forget_agents import SECRET, TOOLS, build, say
+from tests.support.forget_agents import SECRET, TOOLS, build, say
 from unsee import RevocationEvent, Unsee
 from unsee.middleware.memory import MemoryChange
 from unsee.plugins.forget.report import ForgetReport

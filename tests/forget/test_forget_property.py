@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langgraph.store.memory import InMemoryStore
 
-from forget_agents import SECRET, build, say, state_of
+from tests.support.forget_agents import SECRET, build, say, state_of
 from unsee import RevocationEvent, Unsee
 
 ACTIONS = st.sampled_from(["hello", "look at T2", "look at T3", "refund A7 please", "remember I like tea",

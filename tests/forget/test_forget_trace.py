@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,8 +18,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from unsee.plugins.forget import RevocationEvent
 from unsee.plugins.forget.report import ForgetReport, TransitionOutcome
 from unsee.plugins.forget.trace import ATTR, ForgetTiming, _Phase, failed_spans, forget_spans
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "erasure"))
 
 
 def _report(**kw):
@@ -84,7 +81,7 @@ def test_the_layout_of_a_forgets_trace(phases, routes, expected):
 def _scenario_exporting(tmp_path, monkeypatch):
     """The erasure scenario (``erasure_agents.build``) in ``tmp_path/home``, its ``Unsee``'s spans
     also exported to memory: (u, agent, close, exporter)."""
-    import erasure_agents as ea
+    from tests.support import erasure_agents as ea
     from unsee import Unsee
 
     exporter = InMemorySpanExporter()
@@ -141,7 +138,7 @@ def test_a_failed_forgets_layout():
 
 
 def test_a_forget_sends_its_own_trace(tmp_path, monkeypatch):
-    import erasure_agents as ea
+    from tests.support import erasure_agents as ea
 
     u, agent, close, exporter = _scenario_exporting(tmp_path, monkeypatch)
     try:
@@ -205,7 +202,7 @@ def test_a_forget_sends_its_own_trace(tmp_path, monkeypatch):
 def test_a_later_forget_keeps_the_trace_of_an_earlier_one(tmp_path, monkeypatch):
     """A commit replaces the session's spans from its fork point on, but not the traces that
     describe the session (an earlier forget's)."""
-    import erasure_agents as ea
+    from tests.support import erasure_agents as ea
 
     home = tmp_path / "home"
     home.mkdir()
@@ -227,7 +224,7 @@ def test_a_later_forget_keeps_the_trace_of_an_earlier_one(tmp_path, monkeypatch)
 
 
 def test_a_failed_forget_sends_a_trace_marked_with_its_error(tmp_path, monkeypatch):
-    import erasure_agents as ea
+    from tests.support import erasure_agents as ea
     from unsee.middleware import faults
 
     u, agent, close, exporter = _scenario_exporting(tmp_path, monkeypatch)
@@ -252,7 +249,7 @@ def test_a_failed_forget_sends_a_trace_marked_with_its_error(tmp_path, monkeypat
 def test_an_erasure_on_its_own_sends_a_trace_kept_with_the_session(tmp_path):
     """``u.erase`` after a forget that did not erase: its own trace (root, a span per route, the
     receipt's digest), kept with the session's spans so ``unsee export`` sends it."""
-    import erasure_agents as ea
+    from tests.support import erasure_agents as ea
 
     home = tmp_path / "home"
     home.mkdir()

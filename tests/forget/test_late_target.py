@@ -21,7 +21,7 @@ from unsee.middleware.records import Artifact, ArtifactType
 from unsee.plugins.forget.thread import has_checkpoint
 from unsee.plugins.model import ScriptedChatModel
 
-from forget_agents import SECRET, TOOLS, policy
+from tests.support.forget_agents import SECRET, TOOLS, policy
 
 
 class CountingSaver(InMemorySaver):

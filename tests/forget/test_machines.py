@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from machines import PrivateDockerd, can_run_daemons
+from tests.support.machines import PrivateDockerd, can_run_daemons
 
 pytestmark = [pytest.mark.docker, pytest.mark.postgres, pytest.mark.registry]
 

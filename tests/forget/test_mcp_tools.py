@@ -1,6 +1,6 @@
 """MCP tools: their effect comes from the server's annotations; a forget never fires one twice.
 
-A real stdio MCP server (``mcp_server.py``, FastMCP, offline) is reached through
+A real stdio MCP server (``tests/support/mcp_server.py``, FastMCP, offline) is reached through
 ``langchain_mcp_adapters``' ``MultiServerMCPClient`` and ``load_mcp_tools`` (one server
 process per session). The adapters put the server's tool annotations in the LangChain tool's
 metadata: ``readOnlyHint`` makes a ``read``, ``destructiveHint`` / ``openWorldHint`` an
@@ -11,70 +11,20 @@ undeclared (assumed external). The server counts its real side effects in a file
 from __future__ import annotations
 
 import json
-import re
-import sys
 from collections.abc import Sequence
-from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agent_shapes import SECRET, HostedChatModel
+from tests.support.agent_shapes import SECRET, HostedChatModel
+from tests.support.mcp_desk import fired, mcp_tools, policy
 from unsee import RevocationEvent, Unsee
 from unsee.middleware.tools import effect_basis
 from unsee.plugins.tools import declare_effect
 from unsee.sandbox import Ledger
-
-SERVER = Path(__file__).with_name("mcp_server.py")
-
-
-@asynccontextmanager
-async def mcp_tools(effects: Path, secret: str = SECRET):
-    """The server's tools, over one stdio session (one server process) for the block."""
-    from langchain_mcp_adapters.client import MultiServerMCPClient
-    from langchain_mcp_adapters.tools import load_mcp_tools
-
-    client = MultiServerMCPClient({"tickets": {
-        "command": sys.executable, "args": [str(SERVER)], "transport": "stdio",
-        "env": {"MCP_EFFECTS": str(effects), "MCP_SECRET": secret}}})
-    async with client.session("tickets") as session:
-        yield {t.name: t for t in await load_mcp_tools(session)}
-
-
-def fired(effects: Path) -> list[str]:
-    return effects.read_text().split() if effects.exists() else []
-
-
-def _last_human(messages: Sequence[BaseMessage]) -> str:
-    return next((str(m.content) for m in reversed(messages) if isinstance(m, HumanMessage)), "")
-
-
-def policy(messages: Sequence[BaseMessage], tools: Sequence[str]) -> AIMessage:
-    """Calls the tools the last user message names, then answers with a summary of what they
-    returned (the first line of each: the secret flows into the reply)."""
-    last = messages[-1]
-    if isinstance(last, ToolMessage):
-        done = []
-        for m in reversed(messages):
-            if not isinstance(m, ToolMessage):
-                break
-            text = m.content if isinstance(m.content, str) else "".join(
-                b.get("text", "") for b in m.content if isinstance(b, dict))
-            done.append(text)
-        return AIMessage(content="Result: " + "; ".join(reversed(done)))
-    text = _last_human(messages)
-    calls = [{"name": "get_ticket", "args": {"ticket": t}, "id": "_"} for t in re.findall(r"look at (T\d)", text)]
-    calls += [{"name": "close_ticket", "args": {"ticket": t}, "id": "_"} for t in re.findall(r"close (T\d)", text)]
-    calls += [{"name": "ticket_status", "args": {"ticket": t}, "id": "_"} for t in re.findall(r"status (T\d)", text)]
-    calls += [{"name": "tag_ticket", "args": {"ticket": t, "tag": g}, "id": "_"}
-              for t, g in re.findall(r"tag (T\d) (\w+)", text)]
-    if calls:
-        return AIMessage(content="", tool_calls=calls)
-    return AIMessage(content=f"Noted: {text}")
 
 
 def _content(content: Any) -> str:

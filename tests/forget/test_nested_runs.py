@@ -19,8 +19,8 @@ from types import SimpleNamespace
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agent_shapes import SECRET, TURNS, World, build, file_copies, normalized, reference, run, sqlite_saver
-from test_safety_contract import Case, _fault_then_retry
+from tests.support.agent_shapes import SECRET, TURNS, World, build, file_copies, normalized, reference, run, sqlite_saver
+from tests.support.safety_cases import fault_then_retry
 from unsee import RevocationEvent, Unsee
 from unsee.middleware.graph import ProvenanceGraph
 from unsee.middleware.records import Artifact, ArtifactType, CheckpointKind
@@ -114,9 +114,10 @@ def test_an_agent_node_takes_the_users_input(tmp_path):
 
 # -- the forget: B7 == B5, once, erased -------------------------------------------------------
 @pytest.mark.parametrize("shape", ["tool_subagent", "swarm", "graph_node"])
-def test_the_erasure_leaves_no_nested_checkpoint(tmp_path, shape):
-    case = Case(tmp_path, shape, "sqlite")
+def test_the_erasure_leaves_no_nested_checkpoint(tmp_path, shape, cases, request):
+    case = cases(tmp_path, shape, "sqlite")
     conn = sqlite3.connect(str(tmp_path / "live.sqlite"))
+    request.addfinalizer(conn.close)
     nested = "SELECT count(*) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns != ''"
     assert conn.execute(nested, ("s",)).fetchone()[0] > 0
     report = case.forget()
@@ -133,13 +134,13 @@ def test_the_erasure_leaves_no_nested_checkpoint(tmp_path, shape):
 @pytest.mark.parametrize("crash", [True, False], ids=["crash", "failure"])
 @pytest.mark.parametrize("step", ["replay:turn:", "commit:state", "erase:history:staged", "erase:"])
 @pytest.mark.parametrize("shape", ["tool_subagent", "swarm"])
-def test_a_fault_in_a_forget_of_nested_runs(tmp_path, shape, step, crash):
-    _fault_then_retry(Case(tmp_path, shape, "sqlite"), step, crash, retry_agent=crash)
+def test_a_fault_in_a_forget_of_nested_runs(tmp_path, shape, step, crash, cases):
+    fault_then_retry(cases(tmp_path, shape, "sqlite"), step, crash, retry_agent=crash)
 
 
 # -- what is still refused, and why -----------------------------------------------------------
-def test_a_supervisor_without_unsee_is_refused_by_name(tmp_path):
-    case = Case(tmp_path, "supervisor", "memory")
+def test_a_supervisor_without_unsee_is_refused_by_name(tmp_path, cases):
+    case = cases(tmp_path, "supervisor", "memory")
     assert unrecorded_agents(case.app) == ["supervisor"]
     with pytest.raises(UnsupportedSession) as e:
         case.forget(agent=case.app, event={"source": "tool:lookup"})
@@ -187,10 +188,10 @@ def test_a_tool_agents_ran_in_runs_again():
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("shape", ["tool_subagent", "swarm", "graph_node"])
-def test_on_postgres_no_row_of_the_thread_holds_the_target(tmp_path, shape, pg_url):
+def test_on_postgres_no_row_of_the_thread_holds_the_target(tmp_path, shape, pg_url, cases):
     import psycopg
 
-    case = Case(tmp_path, shape, "postgres", pg_url=pg_url)
+    case = cases(tmp_path, shape, "postgres", pg_url=pg_url)
     needle = SECRET.encode()
 
     def rows_holding(conn) -> int:
@@ -216,5 +217,5 @@ def test_on_postgres_no_row_of_the_thread_holds_the_target(tmp_path, shape, pg_u
 @pytest.mark.postgres
 @pytest.mark.parametrize("step", ["commit:state", "erase:history:staged"])
 @pytest.mark.parametrize("shape", ["tool_subagent", "swarm"])
-def test_a_crash_in_a_forget_of_nested_runs_on_postgres(tmp_path, shape, step, pg_url):
-    _fault_then_retry(Case(tmp_path, shape, "postgres", pg_url=pg_url), step, True, retry_agent=False)
+def test_a_crash_in_a_forget_of_nested_runs_on_postgres(tmp_path, shape, step, pg_url, cases):
+    fault_then_retry(cases(tmp_path, shape, "postgres", pg_url=pg_url), step, True, retry_agent=False)

@@ -11,7 +11,7 @@ import logging
 
 import pytest
 
-from forget_agents import SECRET, build, say, state_of
+from tests.support.forget_agents import SECRET, build, say, state_of
 from unsee import RevocationEvent, Unsee
 from unsee.middleware.errors import SessionNotFound, TargetNotFound
 from unsee.plugins.erasure import ErasureContext

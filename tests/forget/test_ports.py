@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from forget_agents import SECRET, build, say, state_of
+from tests.support.forget_agents import SECRET, build, say, state_of
 from unsee import RevocationEvent, Unsee
 from unsee.cli import _owner_of
 from unsee.plugins.forget import ForgetContext, Forgetter, SessionView

@@ -21,8 +21,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
-from cli_helpers import assert_one_line_error, run
-from forget_agents import SECRET, note
+from tests.support.cli_helpers import assert_one_line_error, run
+from tests.support.forget_agents import SECRET, note
 from unsee import RevocationEvent, Unsee
 from unsee.plugins.forget.errors import ReplayFailed
 

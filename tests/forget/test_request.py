@@ -10,7 +10,7 @@ import contextlib
 
 import pytest
 
-from forget_agents import SECRET, build, say
+from tests.support.forget_agents import SECRET, build, say
 from unsee import RevocationEvent, Unsee
 from unsee.middleware.errors import InvalidArgument
 from unsee.plugins.forget import ForgetRequest, Strategy, UnknownStrategy

@@ -22,7 +22,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from agent_shapes import (SECRET, World, card_policy, give, hitl_agent, normalized, pending_questions,
+from tests.support.agent_shapes import (SECRET, World, card_policy, give, hitl_agent, normalized, pending_questions,
                           sqlite_saver)
 from unsee import RevocationEvent, Unsee
 from unsee.middleware.records import ArtifactType

@@ -17,20 +17,14 @@ it (with ``agent=`` or without, or with a graph that cannot read the thread):
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from langgraph.checkpoint.memory import InMemorySaver
 
-from agent_shapes import (REPLAYABLE, SECRET, SHAPES, TURNS, World, build, file_copies, normalized, reference, run,
-                          sqlite_saver)
-from unsee import RevocationEvent, Unsee
+from tests.support.agent_shapes import REPLAYABLE, SHAPES
+from tests.support.safety_cases import fault_then_retry
 from unsee.middleware.errors import InjectedCrash, UnseeError
-from unsee.middleware.faults import InjectedFailure, crash_at, fail_at
-from unsee.plugins.forget import AgentCannotReplay, ForgetRefused, UnsupportedSession
+from unsee.plugins.forget import AgentCannotReplay, UnsupportedSession
 
 #: every point a forget and its erasure pass, in order (``middleware.faults.STEPS``; a trailing
 #: ":" arms every point that starts so)
@@ -38,61 +32,6 @@ STEPS = ("plan", "check", "fork", "replay:turn:", "replay:done", "commit:checked
          "commit:state", "commit:store", "commit:records", "erase:langgraph.checkpoints", "erase:",
          "erase:history:staged", "erase:history:swapping")
 SAVERS = ("memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres))
-
-
-class Case:
-    """One recorded session of a shape (thread "s"), its world, and its independent B5."""
-
-    def __init__(self, tmp: Path, shape: str, saver: str, turns=TURNS, pg_url: str | None = None):
-        self.tmp, self.shape, self.turns = tmp, shape, tuple(turns)
-        self.u = Unsee(home=tmp / "home")
-        self.world = World()
-        self.saver = self._saver(saver, "live", pg_url)
-        self.app = build(shape, self.world, middleware=lambda: [self.u.middleware()], checkpointer=self.saver)
-        run(self.app, "s", self.turns)
-        self.before = normalized(self.app, "s")
-        self.records = [a.id for a in self.u.graph("s")]
-        self.ref, self.ref_world = reference(shape, self.turns, self._saver(saver, "ref", pg_url))
-        self.fired = list(self.world.fired)
-
-    def _saver(self, kind: str, name: str, pg_url: str | None):
-        if kind == "memory":
-            return InMemorySaver()
-        if kind == "sqlite":
-            return sqlite_saver(self.tmp / f"{name}.sqlite")
-        import psycopg
-        from langgraph.checkpoint.postgres import PostgresSaver
-        from psycopg.rows import dict_row
-
-        conn = psycopg.connect(pg_url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
-        saver = PostgresSaver(conn)
-        saver.setup()
-        return saver
-
-    def forget(self, **kw):
-        return self.u.forget("s", RevocationEvent(target=SECRET, event_id="ev-1", **kw.pop("event", {})), **kw)
-
-    def now(self) -> dict:
-        return normalized(self.app, "s")
-
-    def side_effects_once(self) -> None:
-        """Every real side effect of the original run fired once in total (replays fired none)."""
-        assert self.world.fired == self.fired
-
-    def unchanged(self) -> None:
-        """The old state, and the old records."""
-        assert self.now() == self.before
-        assert [a.id for a in self.u.graph("s")] == self.records
-        self.side_effects_once()
-
-    def counterfactual(self, report) -> None:
-        """Exactly B5's state in every key, the secret nowhere in it, and with a clean erasure
-        nowhere in the files either."""
-        assert self.now() == self.ref
-        assert SECRET not in json.dumps(self.now())
-        self.side_effects_once()
-        if report.erased_clean:
-            assert file_copies([self.tmp / "home", *self.tmp.glob("live.sqlite*")], SECRET) == {}
 
 
 @pytest.fixture
@@ -106,53 +45,19 @@ def pg(request):
 # -- shapes a replay can rebuild: B7 == B5, whatever fails where -------------------------------
 @pytest.mark.parametrize("saver", SAVERS)
 @pytest.mark.parametrize("shape", REPLAYABLE)
-def test_a_forget_reaches_the_independent_counterfactual(tmp_path, shape, saver, pg):
-    case = Case(tmp_path, shape, saver, pg_url=pg)
+def test_a_forget_reaches_the_independent_counterfactual(tmp_path, shape, saver, pg, cases):
+    case = cases(tmp_path, shape, saver, pg_url=pg)
     report = case.forget()
     assert report.committed and report.errors == []
     assert report.erased_clean is True
     case.counterfactual(report)
 
 
-def _fault_then_retry(case: Case, step: str, crash: bool, retry_agent: bool) -> None:
-    """A forget with a fault at ``step``, checked; then retries until it reports, checked."""
-    inject = crash_at if crash else fail_at
-    with inject(step):
-        try:
-            report = case.forget()
-        except InjectedCrash:
-            report = None  # the process died there: whatever it left must be old or rolled forward
-        except (UnseeError, InjectedFailure) as e:  # a failure before the commit: the old state
-            assert not isinstance(e, InjectedCrash)
-            report = None
-            if not crash:
-                case.unchanged()
-    now = case.now()
-    assert now in (case.before, case.ref), "neither the old state nor the counterfactual"
-    case.side_effects_once()
-    if report is not None:  # it returned: it committed (and says what did not finish)
-        assert report.committed
-        case.counterfactual(report)
-        if step.startswith("erase") and not report.erased_clean:
-            assert report.errors and report.erased_clean is False
-    # A graph that cannot read the thread never finishes or starts it.
-    stranger = build(case.shape, World(), middleware=lambda: [case.u.middleware()], checkpointer=InMemorySaver())
-    with pytest.raises(ForgetRefused):
-        case.forget(agent=stranger)
-    assert case.now() == now
-    again = case.forget(agent=case.app) if retry_agent else case.forget()
-    assert again.committed and again.errors == []
-    if again.erased_clean is not True:  # (an erasure left unfinished by the fault: this event again finishes it)
-        again = case.forget()
-    assert again.erased_clean is True
-    case.counterfactual(again)
-
-
 @pytest.mark.parametrize("crash", [True, False], ids=["crash", "failure"])
 @pytest.mark.parametrize("step", STEPS)
 @pytest.mark.parametrize("saver", SAVERS)
-def test_a_fault_anywhere_leaves_the_old_state_or_the_counterfactual(tmp_path, saver, step, crash, pg):
-    _fault_then_retry(Case(tmp_path, "agent", saver, pg_url=pg), step, crash, retry_agent=step < "e")
+def test_a_fault_anywhere_leaves_the_old_state_or_the_counterfactual(tmp_path, saver, step, crash, pg, cases):
+    fault_then_retry(cases(tmp_path, "agent", saver, pg_url=pg), step, crash, retry_agent=step < "e")
 
 
 ACTIONS = st.sampled_from(["hello", "look at T2", "look at T3", "refund A7", "look at T2 and T3", "bye"])
@@ -169,10 +74,10 @@ def sessions(draw):
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=sessions())
-def test_property_on_random_sessions_and_faults(tmp_path_factory, case):
+def test_property_on_random_sessions_and_faults(tmp_path_factory, case, cases):
     turns, step, crash, saver = case
-    c = Case(tmp_path_factory.mktemp("prop"), "agent", saver, turns=turns)
-    _fault_then_retry(c, step, crash, retry_agent=crash)
+    c = cases(tmp_path_factory.mktemp("prop"), "agent", saver, turns=turns)
+    fault_then_retry(c, step, crash, retry_agent=crash)
 
 
 # -- shapes a replay cannot rebuild yet: refused before anything changes ----------------------
@@ -180,8 +85,8 @@ def test_property_on_random_sessions_and_faults(tmp_path_factory, case):
 # turns are never recorded; nested runs are replayed: tests/forget/test_nested_runs.py)
 @pytest.mark.parametrize("saver", ["memory", "sqlite"])
 @pytest.mark.parametrize("shape", [s for s in SHAPES if s not in REPLAYABLE])
-def test_shapes_not_replayable_yet_are_refused_before_anything_changes(tmp_path, shape, saver):
-    case = Case(tmp_path, shape, saver)
+def test_shapes_not_replayable_yet_are_refused_before_anything_changes(tmp_path, shape, saver, cases):
+    case = cases(tmp_path, shape, saver)
     checkpoint_bytes = {p: p.read_bytes() for p in tmp_path.glob("live.sqlite*")}
     for kw in ({}, {"agent": case.app}, {"event": {"source": "tool:lookup"}},
                {"agent": case.app, "event": {"source": "tool:lookup"}}):

@@ -22,7 +22,7 @@ import pytest
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
-from agent_shapes import (SECRET, STATE_TURNS, World, build_state_flow, file_copies, run, sqlite_saver,
+from tests.support.agent_shapes import (SECRET, STATE_TURNS, World, build_state_flow, file_copies, run, sqlite_saver,
                           state_flow_reference, state_values)
 from unsee import RevocationEvent, Unsee
 from unsee.middleware import state_flow

@@ -33,7 +33,7 @@ from langchain_core.tools import StructuredTool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from agent_shapes import SECRET, HostedChatModel, World
+from tests.support.agent_shapes import SECRET, HostedChatModel, World
 from unsee import RevocationEvent, Unsee
 from unsee.middleware.messages import tool_message_of
 from unsee.middleware.tools import effect_basis
@@ -409,7 +409,7 @@ def test_a_prefix_failure_is_reused_verbatim(tmp_path, strategy):
 def test_a_swarm_handoff_is_recorded_as_a_state_effect_with_its_own_answer(tmp_path):
     """A swarm handoff returns a Command whose update carries the whole history: the return
     recorded for the call is the handoff's own tool message, and a forget runs it again."""
-    from agent_shapes import TURNS, build as build_shape, normalized as shape_state, reference, run as run_shape
+    from tests.support.agent_shapes import TURNS, build as build_shape, normalized as shape_state, reference, run as run_shape
 
     u = Unsee(home=tmp_path / "home")
     world = World()

@@ -2,7 +2,7 @@
 
 from langchain_core.messages import ToolMessage
 
-from ifc_agents import ATTACKER, FRIEND, INJECTION, say, setup
+from tests.support.ifc_agents import ATTACKER, FRIEND, INJECTION, say, setup
 from unsee import RevocationEvent
 
 

@@ -4,7 +4,7 @@ as a decision on a graph built from the store would."""
 
 from __future__ import annotations
 
-from ifc_agents import ATTACKER, INJECTION, say, setup
+from tests.support.ifc_agents import ATTACKER, INJECTION, say, setup
 
 from unsee import RevocationEvent
 from unsee.middleware.graph import ProvenanceGraph

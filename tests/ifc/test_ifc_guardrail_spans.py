@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from ifc_agents import ATTACKER, FRIEND, INJECTION, say, setup
+from tests.support.ifc_agents import ATTACKER, FRIEND, INJECTION, say, setup
 from unsee.middleware.graph import ProvenanceGraph
 from unsee.middleware.messages import tool_call_artifact_id
 from unsee.middleware.records import Artifact, ArtifactType

@@ -6,7 +6,7 @@ from __future__ import annotations
 from langchain.agents.middleware import SummarizationMiddleware
 from langgraph.checkpoint.memory import InMemorySaver
 
-from recording_agents import make_agent, policy, say
+from tests.support.recording_agents import make_agent, policy, say
 from unsee.middleware import processor
 from unsee.middleware.built_records import BuiltRecords
 from unsee.middleware.store_schema import artifact_row, checkpoint_row

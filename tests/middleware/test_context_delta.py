@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from context_reference import whole_graph
+from tests.support.context_reference import whole_graph
 from unsee.middleware import context_delta
 from unsee.middleware.context_delta import Chains, diff, expand
 from unsee.middleware.errors import UnknownArtifact

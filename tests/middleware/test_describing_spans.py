@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from langgraph.checkpoint.memory import InMemorySaver
 
-from recording_agents import make_agent, say
+from tests.support.recording_agents import make_agent, say
 from unsee import Unsee
 
 

@@ -13,7 +13,6 @@ import logging
 import os
 import re
 import socket
-import time
 from collections.abc import Sequence
 
 import pytest
@@ -23,7 +22,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from oteltap import OtelTapHttpProtobufReceiver, OtelTapHttpProtobufReceiverSettings
 
-from cli_helpers import assert_one_line_error, run
+from tests.support.cli_helpers import assert_one_line_error, run
 from unsee import Unsee
 from unsee.middleware import export as export_mod
 from unsee.middleware.errors import EndpointUnreachable, ExportError, InvalidArgument, SessionNotFound
@@ -343,9 +342,7 @@ def test_unreachable_endpoint_fails_fast_in_one_line_from_the_cli(recorded, caps
     """No receiver: the reachability check answers at once (the exporters would retry for
     their whole timeout, printing a warning per retry); one line on stderr, exit 3."""
     endpoint = f"{scheme}://127.0.0.1:{free_port()}"
-    t0 = time.monotonic()
     code, out, err = run(capsys, "--home", recorded["home"], "export", SESSION, "--otlp-endpoint", endpoint)
-    assert time.monotonic() - t0 < 3
     assert_one_line_error(err)
     assert endpoint in err and "unreachable" in err and "opentelemetry" not in err.lower()
     assert EndpointUnreachable.exit_code == 3 == code

@@ -81,15 +81,18 @@ def world(tmp_path):
 
     def make(kind="memory", pg_url=None, **unsee_kw):
         u = Unsee(home=tmp_path / "home", store=pg_url, **unsee_kw)
-        store = u.recorded_store(make_inner(kind, tmp_path, pg_url))
+        inner = make_inner(kind, tmp_path, pg_url)
+        store = u.recorded_store(inner)
         agent = create_agent(ScriptedChatModel(policy=policy), [remember], system_prompt="You are support.",
                              middleware=[u.middleware()], checkpointer=InMemorySaver(), store=store)
-        made.append(u)
+        made.append((u, inner))
         return u, agent, store
 
     yield make
-    for u in made:
+    for u, inner in made:
         u.close()
+        if (conn := getattr(inner, "conn", None)) is not None:  # (the SQLite or PostgreSQL store's own)
+            conn.close()
 
 
 def cfg(thread, checkpoint=None):

@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from recording_agents import make_agent, say
+from tests.support.recording_agents import make_agent, say
 from unsee import Unsee
 
 # (agent name given to create_agent, span kind) -> (span name, operation, attributes: value or ... for any)

@@ -5,7 +5,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from recording_agents import lookup, refund, say
+from tests.support.recording_agents import lookup, refund, say
 from unsee import ArtifactType
 from unsee.plugins.model import ScriptedChatModel
 
@@ -45,7 +45,7 @@ def test_invalid_tool_call_return_has_the_model_turn_as_parent(u):
 
 
 def test_valid_calls_still_hang_under_their_call(u):
-    from recording_agents import make_agent
+    from tests.support.recording_agents import make_agent
 
     agent = make_agent(u, InMemorySaver())
     say(agent, "ok", "look at T1 please")

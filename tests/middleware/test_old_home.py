@@ -1,7 +1,7 @@
 """A home recorded by an earlier unsee still opens and works with this one.
 
 ``tests/data/old_home/home`` was recorded by an earlier version (``MADE_BY`` says which commit;
-``scripts/make-old-home.py`` made it, running ``old_home_agent.py``'s session: seven turns, the
+``scripts/make-old-home.py`` made it, running ``tests/support/old_home_agent.py``'s session: seven turns, the
 secret entering through a tool result in turn 3 among parallel lookups, an external refund in
 turn 4, two summarization compactions). Its records hold every context manifest whole (a
 model turn's ``parents`` and a checkpoint's ``prompt_manifest`` as JSON lists). On a copy of
@@ -22,7 +22,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from old_home_agent import CHECKPOINTS, SECRET, THREAD, TURNS, live, make_agent, open_home, run
+from tests.support.old_home_agent import CHECKPOINTS, SECRET, THREAD, TURNS, live, make_agent, open_home, run
 from unsee import ArtifactType, RevocationEvent, TargetNotFound
 from unsee.testing import file_copies
 

@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from recording_agents import SECRET, make_agent, policy, say
+from tests.support.recording_agents import SECRET, make_agent, policy, say
 from unsee import ArtifactType, CheckpointKind, TargetNotFound, Unsee
 from unsee.middleware import semconv as sc
 from unsee.plugins.model import ScriptedChatModel
@@ -184,7 +184,7 @@ def test_memory_middleware_outer_order(u):
     store.put(("mem", "x"), "k", {"text": "likes tea"})
     from langchain.agents import create_agent
 
-    from recording_agents import lookup, policy
+    from tests.support.recording_agents import lookup, policy
     from unsee.plugins.model import ScriptedChatModel
 
     agent = create_agent(ScriptedChatModel(policy=policy), [lookup], system_prompt="sys",

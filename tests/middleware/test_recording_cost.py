@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from recording_agents import make_agent, say
+from tests.support.recording_agents import make_agent, say
 from unsee import ArtifactType, Unsee
 from unsee.middleware import semconv as sc
 from unsee.middleware.tokens import tiktoken_counter

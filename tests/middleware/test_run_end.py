@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from recording_agents import make_agent, say
+from tests.support.recording_agents import make_agent, say
 from unsee import Unsee
 from unsee.middleware.run_end import RunEndWatcher
 from unsee.middleware.store_writer import BatchWriter

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.needs import needs
+
 
 @pytest.fixture(scope="session")
 def model_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -25,6 +27,7 @@ def model_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+@needs("model")
 def cpu_runtime(model_home: Path):
     from unsee.plugins.model import load_runtime
 

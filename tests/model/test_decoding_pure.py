@@ -12,7 +12,7 @@ from unsee.plugins.model.decoding import StopStrings, propose_draft
 from unsee.plugins.model.runtime import SamplingParams
 from unsee.plugins.model.sampling import seed_for
 
-from model_fakes import EOS, VOCAB, FakeRuntime
+from tests.support.model_fakes import EOS, VOCAB, FakeRuntime
 
 # -- stop strings --------------------------------------------------------------
 

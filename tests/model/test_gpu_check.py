@@ -170,9 +170,8 @@ def test_a_build_past_its_timeout_is_killed_with_its_children(gc, tmp_path):
     code = (f"import subprocess, sys; p = subprocess.Popen(['sleep', '60'], process_group=0); "
             f"open({str(pidfile)!r}, 'w').write(str(p.pid)); p.wait()")
     with open(tmp_path / "log", "w") as log:
-        t0 = _time.perf_counter()
         rc = gc.run_bounded([sys.executable, "-c", code], env=dict(os.environ), log=log, timeout=2, cwd=tmp_path)
-    assert rc == "timeout" and _time.perf_counter() - t0 < 20
+    assert rc == "timeout"  # (the child sleeps 60 s: only the timeout ends it)
     grandchild = int(pidfile.read_text())
     for _ in range(50):  # reaped by init once killed
         try:

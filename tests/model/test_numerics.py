@@ -19,7 +19,7 @@ import pytest
 
 from unsee.plugins.model import numerics
 
-from model_fakes import FakeRuntime
+from tests.support.model_fakes import FakeRuntime
 
 
 # -- the string (no model) ------------------------------------------------------

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model_fakes import FakeRuntime
+from tests.support.model_fakes import FakeRuntime
 from unsee.plugins.model.errors import CacheRangeError, ContextOverflowError
 from unsee.plugins.model.runtime import SamplingParams
 from unsee.plugins.model.sampling import make_generator, pick_token, seed_for

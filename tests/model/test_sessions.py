@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from model_fakes import FakeRuntime
+from tests.support.model_fakes import FakeRuntime
 from unsee.plugins.model.errors import CacheRangeError
 from unsee.plugins.model.sessions import SessionPool
 

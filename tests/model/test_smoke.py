@@ -11,7 +11,7 @@ import torch
 from unsee.plugins.model import smoke
 from unsee.plugins.model.smoke import logits_gap
 
-from model_fakes import FakeRuntime
+from tests.support.model_fakes import FakeRuntime
 
 
 class NonCausalRuntime(FakeRuntime):

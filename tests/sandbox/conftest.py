@@ -18,10 +18,12 @@ import pytest
 # the packaged conformance suite's asserts get pytest's detailed messages
 pytest.register_assert_rewrite("unsee.sandbox.testing")
 
+from tests.support.needs import needs  # noqa: E402
 from unsee.sandbox import open_environment  # noqa: E402
 
 
 @pytest.fixture(scope="session")
+@needs("docker")
 def docker_image() -> str:
     """The image docker tests use: $UNSEE_TEST_IMAGE, else the busybox one (built if missing)."""
     from unsee.sandbox.image import build_image

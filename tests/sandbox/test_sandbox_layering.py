@@ -9,7 +9,7 @@ import json
 import subprocess
 import sys
 
-from import_graph import GRAPH, cycles
+from tests.support.import_graph import GRAPH, cycles
 
 PKG = "unsee.sandbox"
 SANDBOX = {m: {t for t in ts if t != m} for m, ts in GRAPH.items() if m == PKG or m.startswith(PKG + ".")}

@@ -6,17 +6,14 @@ one's fork point, from that forget's record. A real agent, two forgets, the embe
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "forget"))
-from forget_agents import SECRET, build, say  # noqa: E402
-
-from unsee import RevocationEvent, Unsee  # noqa: E402
-from unsee.plugins.view import forget_records, load_forget_record  # noqa: E402
-from unsee.plugins.view.records import _sketches, expand_sketches  # noqa: E402
+from tests.support.forget_agents import SECRET, build, say
+from unsee import RevocationEvent, Unsee
+from unsee.plugins.view import forget_records, load_forget_record
+from unsee.plugins.view.records import _sketches, expand_sketches
 
 CODE = "ZEBRA-7788"
 TURNS = ["hello", f"my door code is {CODE}", "hi again", "how are you", "look at T1", "thanks", "bye"]

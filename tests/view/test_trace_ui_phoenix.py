@@ -37,7 +37,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from ifc.ifc_agents import ATTACKER, say, setup  # the injection scenario of the IFC and detector tests
+from tests.support.ifc_agents import ATTACKER, say, setup  # the injection scenario of the IFC and detector tests
 from unsee.cli import main
 from unsee.demo import SECRET, open_demo
 from unsee.plugins.erasure import read_receipt

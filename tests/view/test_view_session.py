@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from cli_helpers import assert_one_line_error, run
+from tests.support.cli_helpers import assert_one_line_error, run
 from unsee.core import Unsee
 from unsee.demo import SECRET, run_demo
 from unsee.plugins.view import forget_records, load_forget_record, render_html

@@ -36,6 +36,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 
+from tests.support.transcript import last_human, trailing_results
 from unsee.testing import ScriptedChatModel, TranscriptRejected  # noqa: F401
 
 SECRET = "4417-2231"
@@ -77,22 +78,13 @@ def _ask(name: str, args: dict) -> AIMessage:
     return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": "_"}])
 
 
-def _last_human(messages: Sequence[BaseMessage]) -> str:
-    return next((str(m.content) for m in reversed(messages) if isinstance(m, HumanMessage)), "")
-
-
 def worker_policy(messages: Sequence[BaseMessage], tools: Sequence[str]) -> AIMessage:
     """Looks up the tickets and refunds the orders the last user message names, then answers
     with what the tools returned (so a tool result flows into the reply)."""
     last = messages[-1]
     if isinstance(last, ToolMessage) and last.name in ("lookup", "refund"):
-        done = []
-        for m in reversed(messages):
-            if not isinstance(m, ToolMessage):
-                break
-            done.append(str(m.content))
-        return AIMessage(content="Result: " + "; ".join(reversed(done)))
-    text = _last_human(messages)
+        return AIMessage(content="Result: " + "; ".join(trailing_results(messages)))
+    text = last_human(messages)
     calls = [{"name": "lookup", "args": {"ticket": t}, "id": "_"} for t in re.findall(r"\bT\d\b", text)
              if "lookup" in tools]
     if (m := re.search(r"refund (\w+)", text)) and "refund" in tools:
@@ -120,7 +112,7 @@ def supervisor_policy(messages: Sequence[BaseMessage], tools: Sequence[str]) -> 
 def swarm_policy(messages: Sequence[BaseMessage], tools: Sequence[str]) -> AIMessage:
     """alice looks tickets up and hands refunds to bob; bob refunds and hands the rest back."""
     last = messages[-1]
-    text = _last_human(messages)
+    text = last_human(messages)
     if isinstance(last, HumanMessage):
         if "refund" in text and "transfer_to_bob" in tools:
             return _ask("transfer_to_bob", {})
@@ -235,15 +227,29 @@ def file_copies(roots: Sequence[Path], needle: str) -> dict[str, int]:
     return out
 
 
+#: the connections ``sqlite_saver`` opened that ``close_savers`` has not closed yet
+_OPEN_SAVERS: list[sqlite3.Connection] = []
+
+
 def sqlite_saver(path: Path):
+    """A ``SqliteSaver`` on ``path``; its connection is closed by ``close_savers`` (the forget
+    suite's conftest calls it after each test)."""
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    return SqliteSaver(sqlite3.connect(str(path), check_same_thread=False))
+    conn = sqlite3.connect(str(path), check_same_thread=False)
+    _OPEN_SAVERS.append(conn)
+    return SqliteSaver(conn)
+
+
+def close_savers() -> None:
+    """Close every connection ``sqlite_saver`` opened since the last call."""
+    while _OPEN_SAVERS:
+        _OPEN_SAVERS.pop().close()
 
 
 def home_app(shape: str):
     """A zero-argument factory of ``shape`` on the home the command line names ($UNSEE_HOME), its
-    checkpoints in ``lg.sqlite`` there: what ``unsee forget --agent agent_shapes:<name>`` loads."""
+    checkpoints in ``lg.sqlite`` there: what ``unsee forget --agent tests.support.agent_shapes:<name>`` loads."""
     def factory():
         from unsee import Unsee, resolve_home
 
@@ -341,7 +347,7 @@ def _tool_text(messages: Sequence[BaseMessage], name: str) -> str:
 def notes_policy(messages: Sequence[BaseMessage], tools: Sequence[str]) -> AIMessage:
     """Looks tickets up; "save" writes what the lookup returned to /notes.txt (``write_file``);
     "what did I save?" reads the file back (``read_file``) and answers with it."""
-    last, text = messages[-1], _last_human(messages)
+    last, text = messages[-1], last_human(messages)
     if isinstance(last, ToolMessage):
         if last.name == "lookup" and "save" in text:
             return _ask("write_file", {"file_path": "/notes.txt", "content": str(last.content)})
@@ -360,7 +366,7 @@ def notes_policy(messages: Sequence[BaseMessage], tools: Sequence[str]) -> AIMes
 def todo_policy(messages: Sequence[BaseMessage], tools: Sequence[str]) -> AIMessage:
     """Looks tickets up; "save" puts a todo holding what the lookup returned on the list
     (``write_todos``); "what did I save?" answers from the todo list its system prompt shows."""
-    last, text = messages[-1], _last_human(messages)
+    last, text = messages[-1], last_human(messages)
     if isinstance(last, ToolMessage):
         if last.name == "lookup" and "save" in text:
             return _ask("write_todos", {"todos": [{"content": f"call back: {last.content}", "status": "pending"}]})
@@ -421,7 +427,7 @@ def build_state_flow(kind: str, world: World, *, middleware: Callable[[], list],
 def channel_policy(messages: Sequence[BaseMessage], tools: Sequence[str]) -> AIMessage:
     """"save" has ``save_ticket`` copy a ticket's record into the ``notes`` channel itself (the
     model never sees it); "what did I save?" reads it back (``read_saved``) and answers with it."""
-    last, text = messages[-1], _last_human(messages)
+    last, text = messages[-1], last_human(messages)
     if isinstance(last, ToolMessage):
         if last.name == "read_saved":
             return AIMessage(content="Saved: " + str(last.content))
@@ -494,7 +500,7 @@ def card_policy(messages: Sequence[BaseMessage], tools: Sequence[str]) -> AIMess
     (``card-<number>``, ``card-none`` without one), so the action a human approves depends on a
     tool result; anything else as ``worker_policy``."""
     last = messages[-1]
-    if isinstance(last, ToolMessage) and last.name == "lookup" and "card on" in _last_human(messages):
+    if isinstance(last, ToolMessage) and last.name == "lookup" and "card on" in last_human(messages):
         m = re.search(r"card (\d[\d-]*)", str(last.content))
         return AIMessage(content="", tool_calls=[{"name": "refund", "args": {"order": f"card-{m.group(1) if m else 'none'}"},
                                                   "id": "_"}])

@@ -13,6 +13,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
+from tests.support.transcript import trailing_results
 from unsee.plugins.model import ScriptedChatModel, call_id
 from unsee.eval.window import RecentTurns
 
@@ -54,12 +55,7 @@ def _system_text(messages: Sequence[BaseMessage]) -> str:
 def policy(messages: Sequence[BaseMessage], tools: Sequence[str]) -> AIMessage:
     last = messages[-1]
     if isinstance(last, ToolMessage):
-        rets = []
-        for m in reversed(messages):
-            if not isinstance(m, ToolMessage):
-                break
-            rets.append(str(m.content))
-        return AIMessage(content="Result: " + "; ".join(reversed(rets)))
+        return AIMessage(content="Result: " + "; ".join(trailing_results(messages)))
     text = str(last.content)
     calls = []
     for t in re.findall(r"\bT\d\b", text):

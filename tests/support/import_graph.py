@@ -9,7 +9,7 @@ import ast
 import functools
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: top-level folder -> the package it installs as (pyproject's package-dir)
 FOLDERS = {"unsee": "unsee", "middleware": "unsee.middleware", "plugins": "unsee.plugins",
            "sandbox": "unsee.sandbox"}

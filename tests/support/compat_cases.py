@@ -18,6 +18,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 
+from tests.support.transcript import last_human, trailing_results
 from unsee.testing import AgentCase, AgentWorld, ScriptedChatModel
 
 TURNS = ("hello", "look at T1", "refund A7", "look at T2")
@@ -37,19 +38,6 @@ def support_tools(world: AgentWorld) -> list:
 
     return [StructuredTool.from_function(lookup, metadata={"unsee.effect": "read"}),
             StructuredTool.from_function(refund, metadata={"unsee.effect": "external"})]
-
-
-def last_human(messages: Sequence[BaseMessage]) -> str:
-    return next((str(m.content) for m in reversed(messages) if isinstance(m, HumanMessage)), "")
-
-
-def trailing_results(messages: Sequence[BaseMessage]) -> list[str]:
-    out = []
-    for m in reversed(messages):
-        if not isinstance(m, ToolMessage):
-            break
-        out.append(str(m.content))
-    return list(reversed(out))
 
 
 def support_policy(messages: Sequence[BaseMessage], tools: Sequence[str]) -> AIMessage:
@@ -287,8 +275,7 @@ class _FireLog(list):
 
 def shape_world(world: AgentWorld):
     """The ``agent_shapes.World`` of the suite's world (its secret, its side effects told)."""
-    import agent_shapes
-
+    from tests.support import agent_shapes
     w = agent_shapes.World(secret=world.secret or None)
     w.fired = _FireLog(world)
     return w
@@ -298,8 +285,7 @@ def shape(name: str):
     """A case factory for an agent shape of ``agent_shapes`` (deepagents, swarm, a subagent
     inside a tool, a graph node; a hand-written ``StateGraph``, ``create_react_agent``), in the
     suite's world."""
-    import agent_shapes
-
+    from tests.support import agent_shapes
     def build(world: AgentWorld):
         if name == "state_graph":
             return agent_shapes.build_state_graph(shape_world(world), u=world.unsee, checkpointer=world.checkpointer)
@@ -316,7 +302,7 @@ def recorded_supervisor(world: AgentWorld, checkpointer: Any = None):
     """``langgraph_supervisor.create_supervisor`` with unsee's middleware on the workers and the
     supervisor's own model recorded (``u.recorded_model``: the supervisor takes no middleware);
     ``checkpointer``: another than the world's."""
-    import agent_shapes
+    from tests.support import agent_shapes
     from langgraph_supervisor import create_supervisor
 
     tools = shape_world(world).tools()
@@ -330,8 +316,7 @@ def recorded_supervisor(world: AgentWorld, checkpointer: Any = None):
 
 def shape_case(name: str, build=None, **kw) -> AgentCase:
     """A case on ``agent_shapes``' turns and secret; ``build``: the agent (None: ``shape(name)``)."""
-    import agent_shapes
-
+    from tests.support import agent_shapes
     kw.setdefault("turns", agent_shapes.TURNS[:-1])
     kw.setdefault("follow_up", agent_shapes.TURNS[-1])
     kw.setdefault("secret", agent_shapes.SECRET)
@@ -415,8 +400,7 @@ MULTI_AGENT = ("supervisor", "swarm", "deepagents", "tool-subagent")
 def unrecorded_supervisor() -> AgentCase:
     """A ``langgraph-supervisor`` supervisor whose own model is not recorded (only its workers run
     unsee's middleware): its own turns are never recorded, so a forget refuses it."""
-    import agent_shapes
-
+    from tests.support import agent_shapes
     def build(world: AgentWorld):
         return agent_shapes.build("supervisor", shape_world(world), middleware=world.middleware,
                                   checkpointer=world.checkpointer)
@@ -487,13 +471,13 @@ def provider_structured(world: AgentWorld):
 ECOSYSTEM_EXTRA["structured-output-provider"] = lambda: case("structured-output-provider", provider_structured)
 
 
-# -- MCP tools: a real stdio server (tests/forget/mcp_server.py), reached with langchain-mcp-adapters
+# -- MCP tools: a real stdio server (tests/support/mcp_server.py), reached with langchain-mcp-adapters
 def mcp_policy(messages: Sequence[BaseMessage], tools: Sequence[str]) -> AIMessage:
     """The ticket desk over MCP: reads tickets (a read tool), closes them (destructive), asks for
     their status (unannotated, two content blocks)."""
-    import test_mcp_tools
+    from tests.support import mcp_desk
 
-    return test_mcp_tools.policy(messages, tools)
+    return mcp_desk.policy(messages, tools)
 
 
 def mcp_agent(world: AgentWorld):
@@ -503,17 +487,17 @@ def mcp_agent(world: AgentWorld):
 
     from langchain_mcp_adapters.client import MultiServerMCPClient
 
-    import test_mcp_tools
+    from tests.support import mcp_desk
 
     effects = world.folder / "mcp-effects.log"
     client = MultiServerMCPClient({"tickets": {
-        "command": sys.executable, "args": [str(test_mcp_tools.SERVER)], "transport": "stdio",
+        "command": sys.executable, "args": [str(mcp_desk.SERVER)], "transport": "stdio",
         "env": {"MCP_EFFECTS": str(effects), "MCP_SECRET": world.secret}}})
     import asyncio
 
     tools = asyncio.run(client.get_tools())
     world.count_from(lambda: [(line.split(":")[0], tuple(line.split(":")[1:]))
-                              for line in test_mcp_tools.fired(effects)])
+                              for line in mcp_desk.fired(effects)])
     return create_agent(model("mcp", mcp_policy), tools, middleware=world.middleware(),
                         checkpointer=world.checkpointer)
 

@@ -9,6 +9,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
+from tests.support.transcript import trailing_results
 from unsee.plugins.model import ScriptedChatModel, call_id
 
 SECRET = "4417-2231"
@@ -36,12 +37,7 @@ def policy(messages: Sequence[BaseMessage], tools: Sequence[str]) -> AIMessage:
     """Look up every ticket the user names (in parallel), then answer from the returns."""
     last = messages[-1]
     if isinstance(last, ToolMessage):
-        returns = []
-        for m in reversed(messages):
-            if not isinstance(m, ToolMessage):
-                break
-            returns.append(str(m.content))
-        return AIMessage(content="Found: " + "; ".join(reversed(returns)))
+        return AIMessage(content="Found: " + "; ".join(trailing_results(messages)))
     text = str(last.content)
     tickets = re.findall(r"T\d+", text)
     if tickets:
