@@ -190,30 +190,34 @@ def pytest_sessionstart(session):
     _fds_at_start["fds"] = open_descriptors()
 
 
-def _leaked_descriptors() -> str | None:
-    """None, or what this process leaked, in words (after a collection: an unreachable connection
-    is not a leak, only one something still holds)."""
+def _descriptors_left() -> tuple[int, str | None]:
+    """How many more descriptors this process holds than at its start, and None or what it
+    leaked, in words (after a collection: an unreachable connection is not a leak, only one
+    something still holds)."""
     import gc
 
-    if "fds" not in _fds_at_start or not os.path.isdir("/proc/self/fd"):
-        return None
+    if "fds" not in _fds_at_start:
+        return 0, None
     gc.collect()
     start, now = _fds_at_start["fds"], open_descriptors()
     if len(now) - len(start) <= FD_SLACK:
-        return None
-    return (f"{len(now) - len(start)} file descriptors left open by the tests ({len(start)} at the start, "
-            f"{len(now)} at the end; allowed: {FD_SLACK}; the most: {_what(now - start)}): close what a test "
-            "or fixture opens")
+        return len(now) - len(start), None
+    return len(now) - len(start), (
+        f"{len(now) - len(start)} file descriptors left open by the tests ({len(start)} at the start, "
+        f"{len(now)} at the end; allowed: {FD_SLACK}; the most: {_what(now - start)}): close what a test "
+        "or fixture opens")
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
     """Fails the run when its tests leaked descriptors (on an xdist worker: tells the controller)."""
-    why = _leaked_descriptors()
+    left, why = _descriptors_left()
     if hasattr(session.config, "workeroutput"):  # an xdist worker: its exit status is not the run's
+        session.config.workeroutput["unsee_fds_left"] = left
         if why:
             session.config.workeroutput["unsee_leaked"] = why
         return
+    session.config._unsee_fds_left = [*getattr(session.config, "_unsee_fds_left", []), f"main +{left}"]
     leaks = [why] if why else []
     leaks += getattr(session.config, "_unsee_worker_leaks", [])
     if leaks:
@@ -225,13 +229,19 @@ def pytest_sessionfinish(session, exitstatus):
 @pytest.hookimpl(optionalhook=True)  # (an xdist hook: absent without it)
 def pytest_testnodedown(node, error):
     """(xdist controller) a worker's leak, for the run's verdict."""
-    if why := getattr(node, "workeroutput", {}).get("unsee_leaked"):
+    out = getattr(node, "workeroutput", {})
+    if "unsee_fds_left" in out:
+        node.config._unsee_fds_left = [*getattr(node.config, "_unsee_fds_left", []),
+                                       f"{node.gateway.id} +{out['unsee_fds_left']}"]
+    if why := out.get("unsee_leaked"):
         leaks = getattr(node.config, "_unsee_worker_leaks", [])
         leaks.append(f"{node.gateway.id}: {why}")
         node.config._unsee_worker_leaks = leaks
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if left := getattr(config, "_unsee_fds_left", None):  # (the margin, in every run's log)
+        terminalreporter.write_line(f"file descriptors left open: {', '.join(left)} (allowed: {FD_SLACK} each)")
     for why in getattr(config, "_unsee_leaks", []):
         terminalreporter.write_line(f"FAILED (descriptors): {why}", red=True, bold=True)
 

@@ -195,10 +195,26 @@ class CheckpointerDriver(ABC):
 
 
 class GenericDriver(CheckpointerDriver):
-    """A saver no registered driver knows: the saver API only (every read decodes, nothing is
-    rewritten in SQL or re-encrypted in place, no file or table is scrubbed)."""
+    """A saver no registered driver knows: the saver API for every read and write (every read
+    decodes, nothing is rewritten in SQL or re-encrypted in place). Its storage is still found
+    where the saver shows it (a ``conn`` attribute, e.g. LangGraph's shallow PostgreSQL savers or a
+    user's saver over ``sqlite3``), so the audit scans the file and the erasure scrubs it."""
 
     kind = "generic"
+
+    @property
+    def connection(self) -> Any:
+        return getattr(self.saver, "conn", None)
+
+    @property
+    def lock(self) -> Any:
+        lock = getattr(self.saver, "lock", None)
+        return None if isinstance(lock, asyncio.Lock) else lock  # (an asyncio lock: only its loop holds it)
+
+    def database_file(self) -> Path | None:
+        from .files import async_main_file, main_file
+
+        return main_file(self.connection) or async_main_file(self.saver)
 
     @classmethod
     def saver_type(cls) -> type | None:

@@ -249,7 +249,7 @@ class Forgetter:
         with phase("check"):
             f.live = check_replayable(f.agent, f.session, f.located.graph, f.plan,
                                       erasure=f.erasure if f.request.commit else None,
-                                      inputs_from_state=f.located.info.run_died)
+                                      inputs_from_state=bool(f.missing))  # (the state's inputs stand in)
             f.plan = with_originals(f.plan, f.live.messages)  # (answers from the record: the original messages)
         faults.point("check")
 

@@ -44,6 +44,17 @@ log = logging.getLogger("unsee.forget")
 
 
 @dataclass
+class Forgotten:
+    """One session a revocation forgot: its event (the spread ones name their entry), its report,
+    and the target as located in it before the forget (for its view record and its trace)."""
+
+    session: str
+    event: RevocationEvent
+    report: ForgetReport
+    located: Located | None
+
+
+@dataclass
 class Revocation:
     """A revocation event's forget as the pipeline's steps fill it in."""
 
@@ -54,8 +65,8 @@ class Revocation:
     origin: SessionForget | None = None
     #: the sessions the target spread to (whether or not they are forgotten)
     reached: list[Spread] = field(default_factory=list)
-    #: (session, event, report) of every session forgotten, the request's first
-    done: list[tuple[str, RevocationEvent, ForgetReport]] = field(default_factory=list)
+    #: every session forgotten, the request's first
+    done: list[Forgotten] = field(default_factory=list)
     #: ``scope="all"`` went on to the sessions the target spread to
     spread_on: bool = False
     #: what ``scope="all"`` could not forget, and why ("session (via key: why)")
@@ -65,7 +76,7 @@ class Revocation:
 
     @property
     def report(self) -> ForgetReport:
-        return self.done[0][2]
+        return self.done[0].report
 
     @property
     def located(self) -> Located | None:
@@ -106,15 +117,19 @@ class RevocationPipeline:
         req = r.request
         r.held.hold(req.session, wait=req.wait)
         r.origin = self.forgetter.run(req, erasure=self._erasure_check(req.erase))
-        r.done.append((req.session, req.event, r.origin.result))
+        r.done.append(Forgotten(req.session, req.event, r.origin.result, r.origin.located))
 
     def spread(self, r: Revocation) -> None:
         """The sessions the target reached; with ``scope="all"``, their forgets (each traced as its
         own forget, as an event raised for it would be). One failing never stops the others."""
         req, located = r.request, r.located
         if located is not None:
-            r.reached = spread_from(self.ctx.forget.sessions, req.session, req.event.target, located.closure,
-                                    located.graph)
+            try:
+                r.reached = spread_from(self.ctx.forget.sessions, req.session, req.event.target, located.closure,
+                                        located.graph)
+            except Exception as e:  # (the forget may be committed: a failure here is the report's, never raised)
+                log.warning("could not read where forget %s spread", req.event.event_id, exc_info=True)
+                r.done[0].report = _with_error(r.report, StepError.of("spread", e))
         if not r.reached or req.scope == "session" or not r.report.committed:
             return
         r.spread_on = True
@@ -133,7 +148,8 @@ class RevocationPipeline:
                 r.left.append(f"{s.session_id} (via {s.via_key}: its forget failed: {type(exc).__name__}: {exc})")
                 self._trace_failure(sub, t, exc)
                 continue
-            r.done.append((sub.session, event, self._trace_of(forgotten.result, t, event, forgotten.located)))
+            r.done.append(Forgotten(sub.session, event, self._trace_of(forgotten.result, t, event, forgotten.located),
+                                    forgotten.located))
 
     def erase(self, r: Revocation) -> None:
         """Each committed session's record, once, after every session is committed (the byte-level
@@ -141,36 +157,41 @@ class RevocationPipeline:
         erasure = self.ctx.erasure()
         if erasure is None:  # (a pipeline built without the erasure plugin's ports: the record stays)
             return
-        # (the sessions this revocation holds are the erasure's already: it takes no second lease)
-        if dataclasses.is_dataclass(erasure) and getattr(erasure, "runs", None) is not None:
+        # (the sessions this revocation holds are the erasure's already, when both take their leases
+        # from the same runs: it takes no second one)
+        if dataclasses.is_dataclass(erasure) and getattr(erasure, "runs", None) is self.ctx.forget.runs:
             erasure = dataclasses.replace(erasure, runs=r.held.runs_view(erasure.runs))
-        done = []
-        for session, event, report in r.done:
-            if needs_erasure(report, r.request.erase):
+        for f in r.done:
+            if needs_erasure(f.report, r.request.erase):
                 with phase("erase"):
-                    report, result = erase_record(erasure, self.ctx.flush, report, session, event,
-                                                  lambda s=session: self.forgetter.agent_for(s, r.request.agent))
-                if session == r.request.session:
+                    f.report, result = erase_record(erasure, self.ctx.flush, f.report, f.session, f.event,
+                                                    lambda s=f.session: self.forgetter.agent_for(s, r.request.agent))
+                if f is r.done[0]:
                     r.erasure = result
-            done.append((session, event, report))
-        r.done = done
 
     def record(self, r: Revocation) -> None:
-        """What ``unsee view --event`` shows of this forget. An observer: a failure to write it
-        is logged and put on the report, never raised into the forget."""
-        keeper, report, located = self.ctx.records, r.report, r.located
-        if keeper is not None and located is not None and report.outcome is not None:
-            # (only a replay has transitions to show; an edit's report says what it did)
-            try:
-                keeper.keep(report, located.graph, located.entry, located.closure, r.request.event.raised_by)
-            except Exception as e:
-                log.warning("could not keep the record of forget %s for unsee view", report.event_id, exc_info=True)
-                report = _with_error(report, StepError.of("view record", e))
+        """What ``unsee view --event`` shows of each session's forget; then the first report names
+        the others. An observer: a failure to write a record is logged and put on that session's
+        report, never raised into the forget."""
+        for f in r.done:
+            f.report = self._keep(f)
         if r.spread_on:
-            update = {"also_forgotten": [rep for _, _, rep in r.done[1:]], "other_sessions": r.left}
+            update = {"also_forgotten": [f.report for f in r.done[1:]], "other_sessions": r.left}
         else:
             update = {"other_sessions": [f"{s.session_id} (via {s.via_key})" for s in r.reached]}
-        r.done[0] = (r.done[0][0], r.done[0][1], report.model_copy(update=update) if any(update.values()) else report)
+        if any(update.values()):
+            r.done[0].report = r.report.model_copy(update=update)
+
+    def _keep(self, f: Forgotten) -> ForgetReport:
+        keeper, report, located = self.ctx.records, f.report, f.located
+        if keeper is None or located is None or report.outcome is None:
+            return report  # (only a replay has transitions to show; an edit's report says what it did)
+        try:
+            keeper.keep(report, located.graph, located.entry, located.closure, f.event.raised_by)
+        except Exception as e:
+            log.warning("could not keep the record of forget %s for unsee view", report.event_id, exc_info=True)
+            return _with_error(report, StepError.of("view record", e))
+        return report
 
     # -- helpers ---------------------------------------------------------------------------------
 

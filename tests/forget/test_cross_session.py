@@ -45,6 +45,10 @@ def test_scope_all_forgets_it_everywhere(tmp_path):
     assert "unrelated" in json.dumps(state_of(agent, store, "D"))  # untouched
     for s in "ABC":
         assert u.audit(s, SECRET).clean
+    from unsee.plugins.view import load_forget_record
+
+    for r in [report, *report.also_forgotten]:  # each session's forget has its record for unsee view
+        assert load_forget_record(u.home, r.event_id).session_id == r.session_id
 
 
 def test_b7_equals_b5_in_each_affected_session(tmp_path):

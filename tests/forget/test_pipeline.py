@@ -136,3 +136,19 @@ def test_a_strategy_named_by_its_descriptive_name_is_reported_by_its_code(tmp_pa
     report = u.forget("s", RevocationEvent(target=SECRET), strategy="unsee", agent=agent)
     assert report.committed and report.strategy == "B7"
     assert SECRET not in str(state_of(agent, store, "s"))
+
+
+def test_a_failure_to_read_where_the_target_spread_is_the_reports_not_raised(tmp_path, monkeypatch):
+    """The spread is read after the commit: a failure there never hides the committed forget, its
+    erasure or its record."""
+    u, agent, store = _session(tmp_path)
+    from unsee.plugins.forget import pipeline
+
+    def broken(*a, **k):
+        raise OSError("store unreachable")
+
+    monkeypatch.setattr(pipeline, "spread_from", broken)
+    report = u.forget("s", RevocationEvent(target=SECRET))
+    assert report.committed and report.erased_clean is True and report.receipt
+    assert [(e.step, e.error) for e in report.errors] == [("spread", "OSError")]
+    assert SECRET not in str(state_of(agent, store, "s"))

@@ -332,6 +332,23 @@ def test_a_saver_without_a_driver_is_refused_typed_and_falls_back_to_the_api():
     assert generic.connection is None and generic.database_file() is None and not generic.keeps("list")
 
 
+def test_a_driverless_saver_still_shows_the_storage_it_holds(tmp_path):
+    """The API for every read and write, but the file its ``conn`` is on is found: the audit scans
+    it and the erasure scrubs it (LangGraph's shallow PostgreSQL savers, a user's saver over sqlite3)."""
+    saver = _Custom()
+    saver.conn = sqlite3.connect(tmp_path / "custom.sqlite", check_same_thread=False)
+    saver.lock = threading.Lock()
+    try:
+        generic = driver_or_generic(saver)
+        assert isinstance(generic, GenericDriver) and generic.connection is saver.conn
+        assert generic.lock is saver.lock and generic.database_file() == tmp_path / "custom.sqlite"
+        assert not (generic.sql_rewritable() or generic.rows_readable() or generic.reencrypts())
+        saver.lock = asyncio.Lock()  # (an async saver's lock: only its loop holds it)
+        assert generic.lock is None
+    finally:
+        saver.conn.close()
+
+
 def test_register_driver_serves_a_new_saver_class():
     class CustomDriver(CheckpointerDriver):
         kind = "custom"
