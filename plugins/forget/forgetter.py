@@ -140,17 +140,33 @@ class Forgetter:
 
     def run(self, request: ForgetRequest, erasure: Callable[[Any, str], list[str]] | None = None) -> SessionForget:
         """The steps, in order, until one ends the forget (the caller holds the session's lease)."""
+        return self.finish(self.start(request, erasure))
+
+    def start(self, request: ForgetRequest, erasure: Callable[[Any, str], list[str]] | None = None) -> SessionForget:
+        """The steps up to ``locate``: nothing of the session changed yet (the revocation pipeline
+        reads where the target spread here, before the commit)."""
         f = SessionForget(request, erasure=erasure)
+        self._steps(f, STEPS[:STEPS.index("locate") + 1])
+        return f
+
+    def finish(self, f: SessionForget) -> SessionForget:
+        """The steps after ``locate``, unless one before ended the forget."""
+        if f.result is None:
+            self._steps(f, STEPS[STEPS.index("locate") + 1:])
+            if f.result is None:
+                raise AssertionError("the last step makes the report")  # (unreachable: ``report`` always does)
+        return f
+
+    def _steps(self, f: SessionForget, steps: tuple[str, ...]) -> None:
         try:
-            for step in STEPS:
+            for step in steps:
                 getattr(self, step)(f)
                 if f.result is not None:
-                    return f
+                    return
         except BaseException:
             if f.replaying:
                 self._drop_scratch(f)
             raise
-        raise AssertionError("the last step makes the report")  # (unreachable: ``report`` always does)
 
     def plan(self, session: str, event: RevocationEvent, strategy: Strategy | str = Strategy.B7,
              agent: Any | None = None) -> ReplayPlan:

@@ -7,14 +7,16 @@ it filled in, each step's work in a module named for its job:
 
 1. ``request``: every argument checked and parsed, once (``ForgetRequest``);
 2. ``forget``: the session's forget (``forgetter``: applied -> recover ->
-   locate -> plan -> check -> replay -> commit -> report, or an editing
-   baseline), holding the session's lease from here to the record;
-3. ``spread``: the other sessions the target reached through shared memory,
-   in dependency order (``spread``); with ``scope="all"`` each is forgotten
-   in turn, under its own lease, its entry read as its event's source;
+   locate, then where the target spread through shared memory, read before
+   anything changes (``spread``), then plan -> check -> replay -> commit ->
+   report, or an editing baseline), holding the session's lease from here to
+   the record;
+3. ``spread``: with ``scope="all"``, each session it spread to forgotten in
+   turn, in dependency order, under its own lease, its entry read as its
+   event's source;
 4. ``erase``: once every session is committed, each one's record erased once
    through the erasure plugin's face, with a signed receipt (``erase``);
-5. ``record``: the forget's ids-only record for the view (the ``ForgetRecords`` port).
+5. ``record``: each forget's ids-only record for the view (the ``ForgetRecords`` port).
 
 The forget's own trace (``trace``) is sent after the last step, or when a step
 raised. Everything the pipeline touches is a port of ``ports.RevocationContext``;
@@ -116,20 +118,18 @@ class RevocationPipeline:
         """The request's session, its lease held until the pipeline ends."""
         req = r.request
         r.held.hold(req.session, wait=req.wait)
-        r.origin = self.forgetter.run(req, erasure=self._erasure_check(req.erase))
+        r.origin = self.forgetter.start(req, erasure=self._erasure_check(req.erase))
+        if r.origin.located is not None:  # where it spread is read before anything changes
+            r.reached = spread_from(self.ctx.forget.sessions, req.session, req.event.target,
+                                    r.origin.located.closure, r.origin.located.graph)
+        self.forgetter.finish(r.origin)
         r.done.append(Forgotten(req.session, req.event, r.origin.result, r.origin.located))
 
     def spread(self, r: Revocation) -> None:
-        """The sessions the target reached; with ``scope="all"``, their forgets (each traced as its
-        own forget, as an event raised for it would be). One failing never stops the others."""
-        req, located = r.request, r.located
-        if located is not None:
-            try:
-                r.reached = spread_from(self.ctx.forget.sessions, req.session, req.event.target, located.closure,
-                                        located.graph)
-            except Exception as e:  # (the forget may be committed: a failure here is the report's, never raised)
-                log.warning("could not read where forget %s spread", req.event.event_id, exc_info=True)
-                r.done[0].report = _with_error(r.report, StepError.of("spread", e))
+        """With ``scope="all"``, the forgets of the sessions the target reached (read by ``forget``
+        before its commit; each traced as its own forget, as an event raised for it would be). One
+        failing never stops the others."""
+        req = r.request
         if not r.reached or req.scope == "session" or not r.report.committed:
             return
         r.spread_on = True
@@ -154,20 +154,21 @@ class RevocationPipeline:
     def erase(self, r: Revocation) -> None:
         """Each committed session's record, once, after every session is committed (the byte-level
         audit spans the files sessions share)."""
-        erasure = self.ctx.erasure()
-        if erasure is None:  # (a pipeline built without the erasure plugin's ports: the record stays)
+        todo = [f for f in r.done if needs_erasure(f.report, r.request.erase)]
+        # (nothing to erase, e.g. a commit that did not finish: the erasure's ports are not even built)
+        erasure = self.ctx.erasure() if todo else None
+        if erasure is None:  # (or a pipeline built without the erasure plugin's ports: the record stays)
             return
         # (the sessions this revocation holds are the erasure's already, when both take their leases
         # from the same runs: it takes no second one)
         if dataclasses.is_dataclass(erasure) and getattr(erasure, "runs", None) is self.ctx.forget.runs:
             erasure = dataclasses.replace(erasure, runs=r.held.runs_view(erasure.runs))
-        for f in r.done:
-            if needs_erasure(f.report, r.request.erase):
-                with phase("erase"):
-                    f.report, result = erase_record(erasure, self.ctx.flush, f.report, f.session, f.event,
-                                                    lambda s=f.session: self.forgetter.agent_for(s, r.request.agent))
-                if f is r.done[0]:
-                    r.erasure = result
+        for f in todo:
+            with phase("erase"):
+                f.report, result = erase_record(erasure, self.ctx.flush, f.report, f.session, f.event,
+                                                lambda s=f.session: self.forgetter.agent_for(s, r.request.agent))
+            if f is r.done[0]:
+                r.erasure = result
 
     def record(self, r: Revocation) -> None:
         """What ``unsee view --event`` shows of each session's forget; then the first report names

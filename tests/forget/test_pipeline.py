@@ -138,9 +138,9 @@ def test_a_strategy_named_by_its_descriptive_name_is_reported_by_its_code(tmp_pa
     assert SECRET not in str(state_of(agent, store, "s"))
 
 
-def test_a_failure_to_read_where_the_target_spread_is_the_reports_not_raised(tmp_path, monkeypatch):
-    """The spread is read after the commit: a failure there never hides the committed forget, its
-    erasure or its record."""
+def test_where_the_target_spread_is_read_before_anything_changes(tmp_path, monkeypatch):
+    """The spread is read between locate and plan: a failure to read it raises, and the session
+    keeps its state and its record."""
     u, agent, store = _session(tmp_path)
     from unsee.plugins.forget import pipeline
 
@@ -148,7 +148,10 @@ def test_a_failure_to_read_where_the_target_spread_is_the_reports_not_raised(tmp
         raise OSError("store unreachable")
 
     monkeypatch.setattr(pipeline, "spread_from", broken)
+    with pytest.raises(OSError, match="store unreachable"):
+        u.forget("s", RevocationEvent(target=SECRET))
+    assert SECRET in str(state_of(agent, store, "s"))
+    assert not u.audit("s", SECRET).clean
+    monkeypatch.undo()
     report = u.forget("s", RevocationEvent(target=SECRET))
-    assert report.committed and report.erased_clean is True and report.receipt
-    assert [(e.step, e.error) for e in report.errors] == [("spread", "OSError")]
-    assert SECRET not in str(state_of(agent, store, "s"))
+    assert report.committed and report.erased_clean is True
