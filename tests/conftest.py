@@ -284,6 +284,31 @@ def pg_url():
     drop_database(url)
 
 
+@pytest.fixture(scope="session")
+def model_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The model cache: ``$UNSEE_MODEL_CACHE`` when set (one conversion shared across runs and
+    test directories: the first takes ~20-40 s on 2 cores, later loads ~3 s), else one made for
+    the test session."""
+    env = os.environ.get("UNSEE_MODEL_CACHE")
+    if env:
+        path = Path(env).expanduser()
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    return tmp_path_factory.mktemp("model-cache")
+
+
+@pytest.fixture(scope="session")
+@needs("model")
+def cpu_runtime(model_home: Path):
+    """The CPU model, loaded once for the whole session: each load keeps its own copy of the
+    weights (~1.7 GB resident with the fast path's packed copies), so the model, forget and eval
+    tests all take theirs from this one (``spawn()``: a cache of its own on the same weights)
+    rather than one load each for the rest of the session."""
+    from unsee.plugins.model import load_runtime
+
+    return load_runtime("cpu", cache_dir=model_home)
+
+
 @pytest.fixture
 @needs("registry")
 def registry():

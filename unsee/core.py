@@ -566,3 +566,6 @@ class Unsee:
         self.store.close()
         if "keystore" in self.__dict__:  # (opened only if used)
             self.keystore.close()
+        # the exit hook holds this object: once closed, nothing is left for it to do, and dropping
+        # it lets a closed Unsee (its local model's weights, caches and records) be freed
+        atexit.unregister(self.close)

@@ -10,11 +10,11 @@ from tests.support.safety_cases import Case
 
 @pytest.fixture(scope="session")
 @needs("model")
-def local_model(tmp_path_factory):
-    """The CPU model, loaded once (converted folder shared via $UNSEE_MODEL_CACHE when set)."""
+def local_model(cpu_runtime):
+    """The CPU model on the session's weights (``cpu_runtime``: loaded once for every directory)."""
     from unsee.plugins.model.chat_model import LocalChatModel
 
-    return LocalChatModel.from_spec("cpu", cache_dir=_model_home(tmp_path_factory), max_tokens=64)
+    return LocalChatModel(runtime=cpu_runtime.spawn(), max_tokens=64)
 
 
 @pytest.fixture(scope="session")
