@@ -17,6 +17,7 @@ from unsee.middleware.errors import InjectedCrash
 STEPS = (
     "plan", "check", "fork", "replay:turn", "replay:done", "commit:checked", "commit:begin", "commit:state",
     "commit:store", "commit:records", "erase:", "erase:history:staged", "erase:history:swapping",
+    "reconcile:planned", "reconcile:recorded",
 )
 _armed: contextvars.ContextVar[tuple[str, bool] | None] = contextvars.ContextVar("unsee_crash_at", default=None)
 

@@ -33,6 +33,9 @@ class ArtifactType(str, Enum):
     #: tool invokes: the tool call's question): data derived from its outer producer, never a
     #: user turn of the session
     NESTED_INPUT = "nested_input"
+    #: a reconciliation's compensation of a call the world the forget replaced fired (its parent:
+    #: that call); kept with the forget's record, never in a session's live graph
+    COMPENSATION = "compensation"
 
 
 #: Artifacts that bring data from outside the agent (the observation stream o_t).

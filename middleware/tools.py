@@ -38,10 +38,14 @@ from langgraph.types import Command
 
 from .harness import is_harness_tool
 
-__all__ = ["EFFECT_KEY", "NOT_EXECUTED_KEY", "STATE", "declared_effect", "effect_basis", "effect_of",
+__all__ = ["COMPENSATE_KEY", "EFFECT_KEY", "IDEMPOTENT_KEY", "NOT_EXECUTED_KEY", "STATE", "declared_effect", "effect_basis", "effect_of",
            "idempotent", "not_executed", "returns_command", "was_executed"]
 
 EFFECT_KEY = "unsee.effect"
+#: a tool's compensator (how to undo one of its calls; ``unsee.plugins.tools.Compensator``)
+COMPENSATE_KEY = "unsee.compensate"
+#: a tool that says calling it again with the same arguments does nothing more
+IDEMPOTENT_KEY = "unsee.idempotent"
 #: the effect of a tool that updates the agent's graph state (module docstring)
 STATE = "state"
 #: mark on a ToolMessage that answers a call whose tool never ran (blocked, deferred)
@@ -105,10 +109,10 @@ def effect_of(tool: Any) -> str | None:
 
 
 def idempotent(tool: Any) -> bool:
-    """Whether the tool says calling it again with the same arguments does nothing more (MCP
-    ``idempotentHint``)."""
+    """Whether the tool says calling it again with the same arguments does nothing more (declared
+    with ``idempotent=True``, or an MCP tool's ``idempotentHint``)."""
     meta = getattr(tool, "metadata", None) or {}
-    return isinstance(meta, dict) and meta.get("idempotentHint") is True
+    return isinstance(meta, dict) and (meta.get(IDEMPOTENT_KEY) is True or meta.get("idempotentHint") is True)
 
 
 def not_executed(content: str, tool_call_id: str | None, name: str | None, by: str) -> ToolMessage:

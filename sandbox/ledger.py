@@ -98,8 +98,8 @@ from .ledger_engine import COLUMNS, INSERT, LedgerEngine, get_record
 from .ledger_postgres import PostgresEngine
 from .ledger_sqlite import SqliteEngine
 from .ledger_states import (
-    EFFECTS, CallRecord, Disposition, Effect, Occurrences, Outcome, Status, canonical_json, hash_id, is_redacted,
-    make_call_id, outbox_step, redacted, to_json,
+    CALL, EFFECTS, KINDS, CallRecord, Disposition, Effect, Occurrences, Outcome, Status, Steps, canonical_json,
+    hash_id, is_redacted, make_call_id, outbox_step, redacted, to_json,
 )
 
 __all__ = [
@@ -113,6 +113,10 @@ __all__ = [
     "Outcome",
     "Ledger",
 ]
+
+
+#: what an operator may settle a call as (:meth:`Ledger.resolve`)
+_SETTLED = ("done", "failed", "released", "compensated", "compensation_failed")
 
 
 # -- the ledger -----------------------------------------------------------------
@@ -219,8 +223,43 @@ class Ledger:
                     occurrence=occurrence, effect=effect)
         if effect != "external":
             return self._run_local(base, fn)
+        return self._outbox(base, fn, CALL)
+
+    def run_once(
+        self,
+        key: str,
+        session: str,
+        tool: str,
+        args: Any,
+        fn: Callable[[], Any],
+        *,
+        kind: Literal["call", "compensation"] = "call",
+        idempotent: bool = False,
+    ) -> Outcome:
+        """Run ``fn`` at most once under the id ``key`` (not derived from the arguments: a
+        reconciliation keys each action by the forget event and the call it acts on), across
+        processes and machines as :meth:`run` does for an external call.
+
+        ``kind="call"`` moves the row pending -> fired -> done | failed; ``"compensation"``
+        pending -> compensating -> compensated | compensation_failed. A row left firing by a
+        process that died is in doubt (not run again) unless ``idempotent``: running it again
+        does nothing more, so it is claimed again and run (rolled forward), by one process
+        only. A failed row is not run again until :meth:`resolve` releases it. ``fn`` raising
+        is recorded and re-raised."""
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {sorted(KINDS)}, not {kind!r}")
+        if not isinstance(key, str) or not key:
+            raise ValueError("key must be a non-empty string")
+        self._check_open()
+        base = dict(call_id=key, session=session, tool=tool, args_json=canonical_json(args), occurrence=0,
+                    effect="external")
+        return self._outbox(base, fn, KINDS[kind], idempotent=idempotent)
+
+    def _outbox(self, base: dict[str, Any], fn: Callable[[], Any], steps: Steps, *,
+                idempotent: bool = False) -> Outcome:
+        cid = base["call_id"]
         while True:
-            decision, record, hold = self._decide(base)
+            decision, record, hold = self._decide(base, steps, idempotent)
             if decision == "wait":
                 ev = self._inflight.get(cid)
                 if ev is not None:
@@ -231,21 +270,21 @@ class Ledger:
             return Outcome(cid, "replayed", record.result, record)
         if decision in ("in_doubt", "failed"):
             return Outcome(cid, decision, None, record)
-        # decision == "fire": we hold the claim (status fired, committed) and, on
+        # decision == "fire": we hold the claim (status firing, committed) and, on
         # PostgreSQL, the call's advisory lock until the outcome is committed
         try:
             value = fn()
         except Exception as exc:
             try:
-                self._finish(cid, "failed", None, f"{type(exc).__name__}: {exc}", hold)
+                self._finish(cid, steps.failed, None, f"{type(exc).__name__}: {exc}", hold)
             finally:
                 self._release(cid, hold)
             raise
-        except BaseException:  # interrupted like a crash: stays 'fired' (in doubt)
+        except BaseException:  # interrupted like a crash: stays firing (in doubt)
             self._release(cid, hold)
             raise
         try:
-            rec = self._finish(cid, "done", to_json(value), None, hold)
+            rec = self._finish(cid, steps.done, to_json(value), None, hold)
         finally:
             self._release(cid, hold)
         return Outcome(cid, "fired", value, rec)
@@ -259,7 +298,8 @@ class Ledger:
             if ev is not None:
                 ev.set()
 
-    def _decide(self, base: dict[str, Any]) -> tuple[str, CallRecord | None, Any]:
+    def _decide(self, base: dict[str, Any], steps: Steps = CALL,
+                idempotent: bool = False) -> tuple[str, CallRecord | None, Any]:
         cid = base["call_id"]
         # statements that commit one by one: a recorded outcome needs no write transaction
         # (nor, on SQLite, the write lock), so one plain read answers a replay
@@ -275,7 +315,7 @@ class Ledger:
                 ).rowcount
                 if added != 1:  # another thread or process recorded it first
                     rec = get_record(c, cid)
-        step = outbox_step(None if rec is None else rec.status)
+        step = outbox_step(None if rec is None else rec.status, steps)
         if step in ("replayed", "failed"):
             return step, rec, None
         if step == "settle":
@@ -285,13 +325,18 @@ class Ledger:
             # fired by nobody in this process: by a live process elsewhere (PostgreSQL: wait
             # for it, then decide again) or by one that died before recording it (in doubt)
             now_rec = self._engine.settle(cid)
-            if now_rec is not None and now_rec.status == "fired":
+            if now_rec is not None and now_rec.status == steps.firing:
+                if idempotent:  # running it again does nothing more: roll forward, one claimer
+                    return self._claim(cid, steps, again=now_rec)
                 return "in_doubt", now_rec, None
             return "wait", now_rec, None
-        return self._claim(cid)
+        return self._claim(cid, steps)
 
-    def _claim(self, cid: str) -> tuple[str, CallRecord | None, Any]:
-        """Atomically move pending/released -> fired (committed before firing).
+    def _claim(self, cid: str, steps: Steps = CALL,
+               again: CallRecord | None = None) -> tuple[str, CallRecord | None, Any]:
+        """Atomically move pending/released -> firing (committed before firing); with ``again``
+        (an idempotent row left firing by a process that died), firing -> firing if nobody
+        claimed it since (its ``attempts`` unchanged).
 
         The call is marked in flight in this process first, and (PostgreSQL) its advisory
         lock taken before the claim commits, so whoever sees ``fired`` while the firer lives
@@ -304,11 +349,17 @@ class Ledger:
         try:
             hold = self._engine.hold(cid)
             # one conditional statement (it takes the row's lock): one claimer wins
-            claimed = self._engine.one(
-                "UPDATE {t} SET status='fired', attempts=attempts+1, updated_at=? "
-                "WHERE call_id=? AND status IN ('pending','released')",
-                (time.time(), cid), hold,
-            ) == 1
+            if again is None:
+                claimed = self._engine.one(
+                    "UPDATE {t} SET status=?, attempts=attempts+1, updated_at=? "
+                    "WHERE call_id=? AND status IN ('pending','released')",
+                    (steps.firing, time.time(), cid), hold,
+                ) == 1
+            else:
+                claimed = self._engine.one(
+                    "UPDATE {t} SET attempts=attempts+1, updated_at=? WHERE call_id=? AND status=? AND attempts=?",
+                    (time.time(), cid, steps.firing, again.attempts), hold,
+                ) == 1
         except BaseException:
             self._release(cid, hold)
             raise
@@ -392,14 +443,15 @@ class Ledger:
         self,
         call_id: str,
         *,
-        status: Literal["done", "failed", "released"],
+        status: Literal["done", "failed", "released", "compensated", "compensation_failed"],
         result: Any = None,
         error: str | None = None,
     ) -> CallRecord:
         """Settle an in-doubt (or failed) call: record what really happened,
-        or ``released`` to allow one new attempt."""
-        if status not in ("done", "failed", "released"):
-            raise ValueError("status must be done, failed or released")
+        or ``released`` to allow one new attempt (a compensation: ``compensated`` or
+        ``compensation_failed``)."""
+        if status not in _SETTLED:
+            raise ValueError(f"status must be one of {', '.join(_SETTLED)}")
         self._check_open()
         with self._engine.tx() as c:
             rec = get_record(c, call_id, self._engine.for_update)
@@ -407,11 +459,45 @@ class Ledger:
                 raise LedgerError(f"no such call: {call_id}")
             c.execute(
                 "UPDATE {t} SET status=?, result_json=?, error=?, updated_at=? WHERE call_id=?",
-                (status, to_json(result) if status == "done" else None, error, time.time(), call_id),
+                (status, to_json(result) if status in ("done", "compensated") else None, error, time.time(),
+                 call_id),
             )
             rec = get_record(c, call_id)
         assert rec is not None
         return rec
+
+    # -- reconciliation plans (one per forget event; the rows they act on are calls) -----------
+    def keep_plan(self, event_id: str, session: str, plan_json: str) -> str:
+        """Keep ``plan_json`` as the plan of ``event_id`` unless one is kept already; the plan kept
+        (the first writer's: two workers planning one event agree on one plan)."""
+        self._check_open()
+        now = time.time()
+        with self._engine.tx() as c:
+            c.execute("INSERT INTO {p} (event_id, session, plan_json, created_at, updated_at) VALUES (?,?,?,?,?) "
+                      "ON CONFLICT(event_id) DO NOTHING", (event_id, session, plan_json, now, now))
+            return c.execute("SELECT plan_json FROM {p} WHERE event_id=?", (event_id,)).fetchone()[0]
+
+    def replace_plan(self, event_id: str, plan_json: str) -> None:
+        """Write ``plan_json`` over the kept plan of ``event_id`` (to add what is known only after
+        it was kept, e.g. the forget's span); nothing when none is kept."""
+        self._check_open()
+        with self._engine.tx() as c:
+            c.execute("UPDATE {p} SET plan_json=?, updated_at=? WHERE event_id=?", (plan_json, time.time(), event_id))
+
+    def plan(self, event_id: str) -> str | None:
+        """The plan kept for ``event_id`` (JSON), None when there is none."""
+        self._check_open()
+        with self._engine.read() as c:
+            row = c.execute("SELECT plan_json FROM {p} WHERE event_id=?", (event_id,)).fetchone()
+        return None if row is None else row[0]
+
+    def plans(self, *, session: str | None = None) -> list[tuple[str, str, str]]:
+        """(event id, session, plan JSON) of every plan kept (of ``session``), oldest first."""
+        self._check_open()
+        sql = "SELECT event_id, session, plan_json FROM {p}" + (" WHERE session=?" if session else "")
+        with self._engine.read() as c:
+            return [tuple(r) for r in c.execute(sql + " ORDER BY created_at, event_id",
+                                                (session,) if session else ()).fetchall()]
 
     def delete(self, *, session: str | None = None, call_ids: list[str] | None = None) -> int:
         """Delete records (erasure); returns how many. Run ``vacuum()`` afterwards to drop
@@ -423,6 +509,7 @@ class Ledger:
             n = 0
             if session is not None:
                 n += c.execute("DELETE FROM {t} WHERE session=?", (session,)).rowcount
+                c.execute("DELETE FROM {p} WHERE session=?", (session,))  # (its plans name its calls)
             for cid in call_ids or []:
                 n += c.execute("DELETE FROM {t} WHERE call_id=?", (cid,)).rowcount
         return n

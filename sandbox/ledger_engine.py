@@ -35,6 +35,17 @@ CREATE TABLE IF NOT EXISTS calls (
 );
 CREATE INDEX IF NOT EXISTS calls_session ON calls(session, status);
 """
+#: the reconciliation plans (one per forget event: what to compensate, run or report; no target
+#: text), kept beside the calls they act on so one transaction engine serves both
+PLANS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS plans (
+    event_id    TEXT PRIMARY KEY,
+    session     TEXT NOT NULL,
+    plan_json   TEXT NOT NULL,
+    created_at  REAL NOT NULL,
+    updated_at  REAL NOT NULL
+);
+"""
 #: a record's columns, in the order of :class:`~.ledger_states.CallRecord`'s fields
 COLUMNS = "call_id, session, tool, args_json, occurrence, effect, status, result_json, error, attempts, created_at, updated_at"
 #: the columns an insert writes (``mode`` is constant)
@@ -45,19 +56,19 @@ class Sql:
     """One connection inside an engine's transaction (or read): ``execute`` takes the
     shared SQL (``?``, ``{t}``) and returns a DB-API cursor."""
 
-    def __init__(self, conn: Any, table: str, postgres: bool):
-        self.conn, self.table, self.postgres = conn, table, postgres
+    def __init__(self, conn: Any, table: str, postgres: bool, plans: str = "plans"):
+        self.conn, self.table, self.postgres, self.plans = conn, table, postgres, plans
 
     def execute(self, sql: str, params: Any = ()) -> Any:
         args = tuple(params)
         if self.postgres:
-            return self.conn.execute(_sql(sql, self.table, True), args or None)
-        return self.conn.execute(_sql(sql, self.table, False), args)
+            return self.conn.execute(_sql(sql, self.table, True, self.plans), args or None)
+        return self.conn.execute(_sql(sql, self.table, False, self.plans), args)
 
 
 @functools.lru_cache(maxsize=64)
-def _sql(sql: str, table: str, postgres: bool) -> str:
-    sql = sql.replace("{t}", table)
+def _sql(sql: str, table: str, postgres: bool, plans: str = "plans") -> str:
+    sql = sql.replace("{t}", table).replace("{p}", plans)
     # our statements have no '?' or '%' inside literals: placeholders are the only ones
     return sql.replace("%", "%%").replace("?", "%s") if postgres else sql
 

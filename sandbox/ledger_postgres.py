@@ -11,12 +11,15 @@ import threading
 from typing import Any, Iterator
 
 from .errors import LedgerError, LedgerUnavailable
-from .ledger_engine import SCHEMA, LedgerEngine, Sql, get_record
+from .ledger_engine import PLANS_SCHEMA, SCHEMA, LedgerEngine, Sql, get_record
 from .ledger_states import CallRecord
 
 #: PostgreSQL: the same columns in unsee's schema, plus ``seq`` (insertion order: SQLite's rowid)
 PG_SCHEMA = "unsee"
 PG_TABLE = f"{PG_SCHEMA}.calls"
+#: the reconciliation plans (SQLite's ``plans``), made by every engine that opens (IF NOT EXISTS):
+#: a ledger stamped before the table existed gains it without a new version
+PG_PLANS = f"{PG_SCHEMA}.ledger_plans"
 #: the version stamped in ``unsee.unsee_meta`` under ``ledger`` (the store's own stamp table)
 PG_VERSION = 1
 
@@ -29,7 +32,12 @@ def pg_ddl() -> list[str]:
     table = table.rstrip(")").rstrip() + ",\n    seq         BIGINT GENERATED ALWAYS AS IDENTITY\n)"
     return [f"CREATE SCHEMA IF NOT EXISTS {PG_SCHEMA}",
             f"CREATE TABLE IF NOT EXISTS {PG_SCHEMA}.unsee_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-            table, index.replace(" ON calls(", f" ON {PG_TABLE}(", 1)]
+            table, index.replace(" ON calls(", f" ON {PG_TABLE}(", 1), pg_plans_ddl()]
+
+
+def pg_plans_ddl() -> str:
+    return (PLANS_SCHEMA.strip().rstrip(";").replace(" plans (", f" {PG_PLANS} (", 1)
+            .replace(" REAL ", " DOUBLE PRECISION "))
 
 
 #: PostgreSQL: calls one process may have in flight at once (each holds a connection of the
@@ -101,6 +109,10 @@ class PostgresEngine(LedgerEngine):
                     conn.execute(f"INSERT INTO {PG_SCHEMA}.unsee_meta VALUES ('ledger', %s) "
                                  "ON CONFLICT(key) DO NOTHING", (str(PG_VERSION),))
                     row = conn.execute(f"SELECT value FROM {PG_SCHEMA}.unsee_meta WHERE key='ledger'").fetchone()
+            if made and not conn.execute("SELECT to_regclass(%s) IS NOT NULL", (PG_PLANS,)).fetchone()[0]:
+                with conn.transaction():  # (a ledger made before the plans table existed)
+                    conn.execute("SELECT pg_advisory_xact_lock(hashtext('unsee.schema'))")
+                    conn.execute(pg_plans_ddl())
         if int(row[0]) > PG_VERSION:
             raise LedgerError(f"ledger {self.where}: schema version {row[0]}, written by a newer unsee")
 
@@ -118,16 +130,16 @@ class PostgresEngine(LedgerEngine):
     @contextlib.contextmanager
     def tx(self) -> Iterator[Sql]:
         with self._unavailable(), self.pool.connection() as conn, conn.transaction():
-            yield Sql(conn, self.table, True)
+            yield Sql(conn, self.table, True, PG_PLANS)
 
     @contextlib.contextmanager
     def read(self, hold: Any = None) -> Iterator[Sql]:
         with self._unavailable():
             if hold is not None:
-                yield Sql(hold[0], self.table, True)
+                yield Sql(hold[0], self.table, True, PG_PLANS)
                 return
             with self.pool.connection() as conn:
-                yield Sql(conn, self.table, True)
+                yield Sql(conn, self.table, True, PG_PLANS)
 
     def hold(self, cid: str) -> Any:
         # blocks while another process fires this call; it then finds the call recorded

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .errors import LedgerError
-from .ledger_engine import SCHEMA, LedgerEngine, Sql
+from .ledger_engine import PLANS_SCHEMA, SCHEMA, LedgerEngine, Sql
 
 
 class SqliteEngine(LedgerEngine):
@@ -28,7 +28,7 @@ class SqliteEngine(LedgerEngine):
         self._conns: list[sqlite3.Connection] = []
         self._conns_lock = threading.Lock()
         self._closed = False
-        self._conn().executescript(SCHEMA)
+        self._conn().executescript(SCHEMA + PLANS_SCHEMA)
 
     def _conn(self) -> sqlite3.Connection:
         if self._closed:

@@ -18,7 +18,8 @@ from .errors import ArgumentsNotCanonical, CallFailed, CallInDoubt
 
 #: what a tool does to the world (the one definition; the recording core keeps it as an opaque string)
 Effect = Literal["read", "write", "external"]
-Status = Literal["pending", "fired", "done", "failed", "released"]
+Status = Literal["pending", "fired", "done", "failed", "released",
+                 "compensating", "compensated", "compensation_failed"]
 Disposition = Literal["fired", "executed", "replayed", "in_doubt", "failed"]
 EFFECTS: tuple[Effect, ...] = ("read", "write", "external")
 
@@ -112,21 +113,41 @@ class Outcome:
 
 # -- the outbox ---------------------------------------------------------------
 
+
+@dataclass(frozen=True)
+class Steps:
+    """The statuses a kind of outbox row moves through once claimed: ``firing`` while its function
+    runs (committed before it starts), then ``done`` or ``failed``. Every row starts ``pending``
+    (the intent) and may be ``released`` by an operator for one new attempt."""
+
+    kind: str
+    firing: Status
+    done: Status
+    failed: Status
+
+
+#: an external tool call (the agent's, or a deferred one a reconciliation runs)
+CALL = Steps("call", "fired", "done", "failed")
+#: a compensation of a call the original world fired and the counterfactual did not make
+COMPENSATION = Steps("compensation", "compensating", "compensated", "compensation_failed")
+KINDS: dict[str, Steps] = {s.kind: s for s in (CALL, COMPENSATION)}
+
 #: what ``Ledger.run`` does with an external call, by its record: answer it from the record
 #: (``replayed``), report it failed (``failed``), find out whether a live process is firing it
 #: (``settle``: wait for that one, else it is in doubt), or claim and fire it (``claim``)
 OutboxStep = Literal["replayed", "failed", "settle", "claim"]
 
 
-def outbox_step(status: Status | None) -> OutboxStep:
+def outbox_step(status: Status | None, steps: Steps = CALL) -> OutboxStep:
     """The outbox table: ``done`` -> replayed; ``failed`` -> failed (never refired); ``fired`` ->
     settle; no record, ``pending`` (it provably never started) or ``released`` (an operator
-    allowed a new attempt) -> claim."""
-    if status == "done":
+    allowed a new attempt) -> claim. ``steps`` names the statuses (a compensation's are
+    ``compensating``, ``compensated``, ``compensation_failed``)."""
+    if status == steps.done:
         return "replayed"
-    if status == "failed":
+    if status == steps.failed:
         return "failed"
-    if status == "fired":
+    if status == steps.firing:
         return "settle"
     return "claim"
 

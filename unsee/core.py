@@ -131,10 +131,21 @@ class Unsee:
         retention: Any = None,
         on_fork: str = "flag",
         registry: str | None = None,
+        reconcile: str = "plan",
     ):
         #: the home's default retention policy (``retention()`` applies it; docs/retention.md)
         self.retention_policy = _retention_policy(retention)  # UnknownRetentionPolicy before anything is made
         fork_policy = parse_fork_policy(on_fork)  # InvalidArgument, before anything is made
+        from .reconciling import RECONCILE_DEFAULTS
+
+        if reconcile not in RECONCILE_DEFAULTS:
+            raise InvalidArgument(f"reconcile must be one of {', '.join(RECONCILE_DEFAULTS)}, not {reconcile!r}")
+        #: what follows a committed forget: ``never``, ``plan`` (kept; nothing runs without a
+        #: decision) or ``compensate`` (kept, and its compensations run); docs/reconcile.md
+        self.reconcile_default = reconcile
+        #: the tools ``tool()`` made, by name (a reconciliation finds compensators and deferred
+        #: tools here when no agent is given)
+        self.made_tools: dict[str, Any] = {}
         url = resolve_store(store)
         if url is not None and not is_postgres_url(url):  # (before the home is made: bad input changes nothing)
             raise InvalidStoreUrl(url, "expected 'sqlite' or a postgresql:// URL")
@@ -263,8 +274,17 @@ class Unsee:
         if sandboxed and self.environments is None:
             raise InvalidArgument("sandboxed tools need Unsee(sandbox='auto'|'local'|'docker')")
         env = self.environments.current if sandboxed else None
+        made = unsee_tool(func, effect=effect, ledger=self.ledger, env=env, **kw)
+        if func is not None:
+            self.made_tools[made.name] = made
+            return made
 
-        return unsee_tool(func, effect=effect, ledger=self.ledger, env=env, **kw)
+        def register(fn):
+            tool = made(fn)
+            self.made_tools[tool.name] = tool
+            return tool
+
+        return register
 
     def span_processor(self) -> ProvenanceSpanProcessor:
         """The processor to add to your own TracerProvider (done for you if you pass it)."""
@@ -427,6 +447,35 @@ class Unsee:
         """
         return self.revocations.run(thread_id, event, strategy, agent=agent, dry_run=dry_run, commit=commit,
                                     wait=wait, side_effects=side_effects, erase=erase, scope=scope)
+
+    def reconcile(self, event_id: str, run: str = "plan", *, approve=None, retry: bool = False, agent=None):
+        """Reconcile the world with the counterfactual of the forget ``event_id`` (a
+        ``ReconcileOutcome``: the plan with each item's state, and what this call did).
+
+        ``run="plan"`` reads the plan and changes nothing; ``"compensate"`` runs the compensators of
+        the side effects only the forgotten world made; ``"all"`` also runs the calls only the
+        counterfactual wants (deferred). Each runs at most once, whoever reconciles, in any process
+        on this store. ``approve``: a callable given LangChain's human-in-the-loop request (the
+        items that would run) returning the decisions (``{"decisions": [{"type": "approve" |
+        "reject"}, ...]}``, booleans, or True/False); ``interrupt_approval`` asks through LangGraph's
+        ``interrupt()``; None: this call is the decision. ``retry``: run failed items again.
+        ``agent``: the agent whose tools declare the compensators (default: the one that ran the
+        session here, and the tools ``tool()`` made). See docs/reconcile.md."""
+        return self.reconciler.run(event_id, run, approve=approve, retry=retry, agent=agent)
+
+    async def areconcile(self, event_id: str, run: str = "plan", *, approve=None, retry: bool = False, agent=None):
+        """``reconcile`` from an event loop: compensators and tools that can only be awaited (MCP
+        tools, ``async def``) run on it."""
+        return await self.reconciler.arun(event_id, run, approve=approve, retry=retry, agent=agent)
+
+    @cached_property
+    def reconciler(self):
+        """The reconcile plugin's ``Reconciler`` over this home (its plans live in the call ledger)."""
+        from unsee.plugins.reconcile import Reconciler
+
+        from .reconciling import reconcile_context
+
+        return Reconciler(reconcile_context(self))
 
     @cached_property
     def revocations(self) -> RevocationPipeline:

@@ -73,6 +73,8 @@ def revocation_pipeline(u: Unsee) -> Any:
     from unsee.plugins.forget import ForgetContext, RevocationContext, RevocationPipeline, SessionView
     from unsee.plugins.view import ForgetRecordKeeper
 
+    from .reconciling import ReconcileAfterForget
+
     forget = ForgetContext(records=u.store, runs=u.recorder, hasher=u.hasher,
                            sessions=SessionView(session=u.session, graph=u.graph, sessions=u.sessions),
                            environments=u.environments, cache=lambda: u.local_model,
@@ -80,7 +82,8 @@ def revocation_pipeline(u: Unsee) -> Any:
     return RevocationPipeline(RevocationContext(forget=forget, erasure=lambda: erasure_context(u), flush=u.flush,
                                                 records=ForgetRecordKeeper(u.home),
                                                 tracer=lambda: u.tracer_provider.get_tracer("unsee.forget",
-                                                                                            version())))
+                                                                                            version()),
+                                                after=lambda: ReconcileAfterForget(u)))
 
 
 def erasure_context(u: Unsee) -> Any:

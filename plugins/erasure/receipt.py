@@ -22,6 +22,7 @@ import os
 import secrets
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
@@ -200,6 +201,36 @@ class SubjectFacts(BaseModel):
     fingerprints: NonNegativeInt = 0
 
 
+class ReconciledItem(BaseModel):
+    """One item of a forget's reconciliation as its receipt states it (names and ids only: no
+    arguments, no results)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str
+    #: ``compensate`` | ``run`` | ``report``
+    action: str
+    #: the call's tool, and what ran for it (the compensator, or the deferred tool)
+    tool: str
+    runs: str | None = None
+    #: the orphaned call (an artifact of the world the forget replaced)
+    call_artifact_id: str | None = None
+    #: ``planned`` | ``started`` | ``done`` | ``failed`` | ``left``
+    state: str
+    #: why it is left (``report``: no compensator), or why it failed (the error's type)
+    why: str | None = None
+
+
+class ReconciliationFacts(BaseModel):
+    """What the world was brought back to after the forget: what was compensated, what ran, what
+    was left and why, as of ``as_of``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[ReconciledItem] = Field(default_factory=list)
+    as_of: datetime
+
+
 class Receipt(BaseModel):
     """A signed erasure receipt. ``target_hash`` is a keyed hash: a receipt never holds the target."""
 
@@ -229,6 +260,10 @@ class Receipt(BaseModel):
     #: the erasure is not clean; None when the audit was complete (signed as if absent, like older
     #: receipts, which predate the check)
     incomplete: list[str] | None = None
+    #: the forget's reconciliation of the world (compensations, deferred calls run, effects left),
+    #: signed into the receipt each time a reconcile changes it; None: none was planned (signed as
+    #: if absent, like older receipts)
+    reconciliation: ReconciliationFacts | None = None
     signature: str | None = None  # base64 of the Ed25519 signature of canonical_bytes
 
     @field_validator("version")
@@ -249,7 +284,7 @@ class Receipt(BaseModel):
 def canonical_bytes(receipt: Receipt) -> bytes:
     """The signed bytes: the receipt without signature as JSON, keys sorted, no spaces, UTF-8."""
     data = receipt.model_copy(update={"signature": None}).model_dump(mode="json")
-    for optional in ("other_sessions", "subject", "forget_event", "incomplete"):
+    for optional in ("other_sessions", "subject", "forget_event", "incomplete", "reconciliation"):
         if data.get(optional) is None:
             data.pop(optional, None)
     for route in data.get("routes", []):
@@ -333,6 +368,22 @@ def save_receipt(receipt: Receipt, path: str | os.PathLike, db: Db | None = None
         shared.write_receipt_row(db, receipt.event_id, json.dumps(receipt.sessions), _text(receipt),
                                  int(receipt.created_at.timestamp() * 1e9))
     write_receipt(receipt, path)
+
+
+def amend_receipt(home: str | os.PathLike, db: Db | None, event_id: str, **update: Any) -> Receipt | None:
+    """The receipt of ``event_id`` with ``update`` (its optional sections, e.g. ``reconciliation``),
+    signed again with this deployment's key and saved in place of the old one (store row and file);
+    None when there is no receipt of that event (nothing is written)."""
+    path = Path(home) / "receipts" / f"{event_id}.json"
+    old = stored_receipt(db, event_id) if db is not None else None
+    if old is None:
+        if not path.exists():
+            return None
+        old = read_receipt(path)
+    key = SigningKey.resolve(home, db)
+    new = sign_receipt(old.model_copy(update={**update, "signature": None, "public_key": key.public_pem()}), key)
+    save_receipt(new, path, db)
+    return new
 
 
 def stored_receipt(db: Db, event_id: str) -> Receipt | None:

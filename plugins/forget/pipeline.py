@@ -91,6 +91,8 @@ class RevocationPipeline:
     def __init__(self, ctx: RevocationContext):
         self.ctx = ctx
         self.forgetter = Forgetter(ctx.forget)
+        #: each traced forget's root span context, by event id (its reconciliation's spans join it)
+        self._roots: dict[str, Any] = {}
 
     def run(self, session: str, event: RevocationEvent, strategy: str = "B7", *, agent: Any = None,
             dry_run: bool = False, commit: bool = True, wait: bool = True, side_effects: str = "defer",
@@ -110,7 +112,8 @@ class RevocationPipeline:
         except Exception as exc:
             self._trace_failure(request, t, exc)
             raise
-        return self._trace(r, t)
+        report = self._trace(r, t)
+        return self._after(r, report)
 
     # -- the steps -------------------------------------------------------------------------------
 
@@ -209,6 +212,30 @@ class RevocationPipeline:
         t.erasure = r.erasure
         return self._trace_of(r.report, t, r.request.event, r.located)
 
+    def _after(self, r: Revocation, report: ForgetReport) -> ForgetReport:
+        """What follows each committed forget (``ports.AfterForget``: the world's reconciliation),
+        once its trace is sent, for the request's session and each one it spread to. An
+        observer: a failure is logged and put on that session's report."""
+        after = self.ctx.after()
+        if after is None:
+            for rep in (report, *report.also_forgotten):
+                self._roots.pop(rep.event_id, None)
+            return report
+
+        def one(rep: ForgetReport, session: str) -> ForgetReport:
+            if not rep.committed:
+                return rep
+            try:
+                return after.after_forget(rep, self.forgetter.agent_for(session, r.request.agent),
+                                          self._roots.pop(rep.event_id, None))
+            except Exception as e:
+                log.warning("could not reconcile after forget %s", rep.event_id, exc_info=True)
+                return _with_error(rep, StepError.of("reconcile", e))
+
+        others = [one(f, f.session_id) for f in report.also_forgotten]
+        report = one(report, report.session_id)
+        return report.model_copy(update={"also_forgotten": others}) if others else report
+
     def _trace_of(self, report: ForgetReport, t: ForgetTiming, event: RevocationEvent,
                   located: Located | None) -> ForgetReport:
         """The forget's own trace (``trace.py``), sent once it is over, with its phases' times on
@@ -221,7 +248,7 @@ class RevocationPipeline:
         try:
             if located is not None and report.outcome is not None:
                 t.supersede(located.graph, report.outcome.superseded())
-            emit(tracer, forget_spans(report, t, raised_by=event.raised_by))
+            self._roots[report.event_id] = emit(tracer, forget_spans(report, t, raised_by=event.raised_by))[0]
         except Exception as e:
             log.warning("could not emit the trace of forget %s", report.event_id, exc_info=True)
             return _with_error(report, StepError.of("trace", e))

@@ -172,6 +172,15 @@ class ForgetRecords(Protocol):
              raised_by: str) -> None: ...
 
 
+class AfterForget(Protocol):
+    """What follows a committed forget once its trace is sent (the reconcile plugin: plan the
+    world's reconciliation, and by the home's default run its compensations). It returns the
+    report with what it did on it; an observer: the pipeline logs its failures and puts them on
+    the report, never lets them fail the forget."""
+
+    def after_forget(self, report: Any, agent: Any, span_context: Any) -> Any: ...
+
+
 def _nothing() -> None:
     return None
 
@@ -191,3 +200,5 @@ class RevocationContext:
     records: ForgetRecords | None = None
     #: where a forget's own trace goes (an OpenTelemetry ``Tracer``; None: not traced)
     tracer: Callable[[], Any] = _nothing
+    #: what follows each committed forget (None: nothing; ``AfterForget``)
+    after: Callable[[], AfterForget | None] = _nothing

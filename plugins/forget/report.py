@@ -138,6 +138,11 @@ class ForgetReport(ReplayCounts):
     also_forgotten: list["ForgetReport"] = Field(default_factory=list)
     #: the signed erasure receipt (``u.forget(..., erase=True)``, the default, after a committed replay)
     receipt: str | None = None
+    #: the reconciliation of the world this forget needs (``unsee.plugins.reconcile``'s
+    #: ``ReconcilePlan``: what to compensate, run or undo by hand, each item's state), kept for
+    #: ``u.reconcile(event_id)``; None when none was planned (``Unsee(reconcile="never")``, a
+    #: forget that did not commit)
+    reconciliation: Any = None
     #: whether the audit after erasure found no copy in this forget's scope (its session's
     #: records, files and rows, and any copy no session owns); False: the CLI exits 3
     erased_clean: bool | None = None

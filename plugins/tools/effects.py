@@ -43,6 +43,8 @@ assume a side effect did or did not happen).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import functools
 import inspect
 import shlex
@@ -57,7 +59,25 @@ from unsee.middleware.context import logical_session
 from unsee.middleware.tools import EFFECT_KEY, STATE
 from unsee.sandbox import EFFECTS, Effect, Environment, ExecResult, Ledger
 
-__all__ = ["declare_effect", "unsee_tool", "sandbox_command_tool", "current_session_id"]
+from .compensation import CompensateArg, declaration
+
+__all__ = ["declare_effect", "unsee_tool", "sandbox_command_tool", "current_session_id", "ledger_bypassed"]
+
+#: set while a reconciliation runs a tool under a ledger row of its own (keyed by the forget
+#: event): the tool's own routing must not take a second row, whose id would be derived from
+#: the arguments and could answer from a call of the original world instead of running
+_bypass: contextvars.ContextVar[bool] = contextvars.ContextVar("unsee_ledger_bypassed", default=False)
+
+
+@contextlib.contextmanager
+def ledger_bypassed():
+    """Inside it, tools made here call their function directly: the caller holds the call's ledger
+    row (a reconciliation's ``Ledger.run_once``)."""
+    token = _bypass.set(True)
+    try:
+        yield
+    finally:
+        _bypass.reset(token)
 
 #: parameter names the wrapper injects (excluded from the model-facing schema)
 _INJECTED = ("env",)
@@ -86,16 +106,22 @@ def _route(
     ledger: Ledger | None, tool_name: str, effect: str, args: dict[str, Any], call: Callable[[], Any],
     session: str | None,
 ) -> Any:
-    if ledger is None:
+    if ledger is None or _bypass.get():
         return call()
     outcome = ledger.run(session or current_session_id(), tool_name, args, call, effect=effect)  # type: ignore[arg-type]
     return outcome.unwrap()
 
 
 def declare_effect(
-    tool: BaseTool, effect: Effect | Literal["state"], *, ledger: Ledger | None = None, session: str | None = None
+    tool: BaseTool, effect: Effect | Literal["state"], *, ledger: Ledger | None = None, session: str | None = None,
+    compensate: CompensateArg = None, idempotent: bool = False,
 ) -> BaseTool:
     """Declare the effect of an existing LangChain tool.
+
+    ``compensate``: how to undo one of its calls (a callable ``(args, result)`` or a tool;
+    :mod:`.compensation`), run by a reconciliation for a call the original world fired and a
+    forget's counterfactual did not make; ``idempotent``: calling it again with the same
+    arguments does nothing more (an MCP tool's ``idempotentHint`` says the same).
 
     Without a ledger the tool itself is updated (its metadata gains
     ``unsee.effect``) and returned. With a ledger a new tool with the same
@@ -106,8 +132,9 @@ def declare_effect(
     MCP tool) gets a copy with none either, to be called with ``ainvoke``.
     """
     _check_effect(effect, state=ledger is None)
+    declared = {EFFECT_KEY: effect, **declaration(effect, compensate, idempotent)}
     if ledger is None:
-        tool.metadata = {**(tool.metadata or {}), EFFECT_KEY: effect}
+        tool.metadata = {**(tool.metadata or {}), **declared}
         return tool
     inner = tool
 
@@ -133,7 +160,7 @@ def declare_effect(
         args_schema=schema if keeps_schema else None,
         infer_schema=not keeps_schema,
         return_direct=inner.return_direct,
-        metadata={**(inner.metadata or {}), EFFECT_KEY: effect},
+        metadata={**(inner.metadata or {}), **declared},
         tags=list(inner.tags or []),
     )
 
@@ -148,8 +175,12 @@ def unsee_tool(
     description: str | None = None,
     session: str | None = None,
     return_direct: bool = False,
+    compensate: CompensateArg = None,
+    idempotent: bool = False,
 ) -> Any:
     """Turn a function into a LangChain tool that declares ``effect``.
+
+    ``compensate`` and ``idempotent``: as :func:`declare_effect` takes them.
 
     Usable as ``@unsee_tool(effect="read")`` or ``unsee_tool(fn, effect=...)``.
     When ``env`` is given (an Environment or a zero-argument callable that
@@ -158,6 +189,7 @@ def unsee_tool(
     LangGraph thread id. Coroutine functions are supported.
     """
     _check_effect(effect)
+    metadata = {EFFECT_KEY: effect, **declaration(effect, compensate, idempotent)}
 
     def wrap(fn: Callable[[], Any]) -> BaseTool:
         tool_name = name or fn.__name__
@@ -188,7 +220,7 @@ def unsee_tool(
             functools.update_wrapper(acall, fn)
             return StructuredTool.from_function(
                 coroutine=acall, name=tool_name, description=desc, args_schema=schema,
-                infer_schema=False, return_direct=return_direct, metadata={EFFECT_KEY: effect},
+                infer_schema=False, return_direct=return_direct, metadata=dict(metadata),
             )
 
         def call_sync(**kwargs: Any) -> Any:
@@ -197,7 +229,7 @@ def unsee_tool(
         functools.update_wrapper(call_sync, fn)
         return StructuredTool.from_function(
             func=call_sync, name=tool_name, description=desc, args_schema=schema,
-            infer_schema=False, return_direct=return_direct, metadata={EFFECT_KEY: effect},
+            infer_schema=False, return_direct=return_direct, metadata=dict(metadata),
         )
 
     return wrap(func) if func is not None else wrap

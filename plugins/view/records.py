@@ -118,6 +118,12 @@ class ForgetRecord(BaseModel):
     before_checkpoints: list[dict[str, Any]] = Field(default_factory=list)
     #: set: the sketches above are the suffix only, the prefix is the session's (``with_prefix``)
     before_prefix: PrefixRef | None = None
+    #: the forget's reconciliation of the world, one artifact sketch per item (``id``: the item's
+    #: key; ``type``: ``compensation`` for a compensation, whose parent is the orphaned call it
+    #: undoes, an artifact of the graph before the forget; ``deferred_run`` for a deferred call
+    #: run; ``left`` for an orphaned call nobody can undo); ``action``, ``tool``, ``runs``,
+    #: ``state`` as the plan has them now. Names and ids only.
+    reconciliation: list[dict[str, Any]] = Field(default_factory=list)
 
 
 _COUNTS = ("transitions_replayed", "model_turns_decoded", "model_turns_rematerialised", "tool_calls_from_record",
@@ -321,6 +327,18 @@ def _before(report: Any, graph: Any) -> dict[str, Any]:
             "before_checkpoints": [checkpoint_sketch(c) for c in graph.checkpoints if c.seq >= fork]}
 
 
+#: a reconciliation item's artifact type, by its action
+_ITEM_TYPES = {"compensate": "compensation", "run": "deferred_run", "report": "left"}
+
+
+def reconciliation_sketch(item: dict[str, Any]) -> dict[str, Any]:
+    """One reconciliation item as an artifact sketch (``ForgetRecord.reconciliation``)."""
+    parent = item.get("call_artifact_id")
+    return {"id": item["key"], "type": _ITEM_TYPES.get(item["action"], item["action"]),
+            "parents": [parent] if parent else [], "action": item["action"], "tool": item["tool"],
+            "runs": item.get("runs"), "state": item["state"]}
+
+
 def _folder(home: str | os.PathLike) -> Path:
     return Path(home) / "forgets"
 
@@ -356,6 +374,18 @@ class ForgetRecordKeeper:
     def keep(self, report: Any, graph: Any, entry: Any, closure: Iterable[str], raised_by: str) -> Path:
         return save_forget_record(self.home, forget_record(report, graph, entry=entry, closure=closure,
                                                            raised_by=raised_by))
+
+    def keep_reconciliation(self, event_id: str, items: list[dict[str, Any]]) -> Path | None:
+        """Put the reconciliation's items (``key``, ``action``, ``tool``, ``runs``, ``call_artifact_id``,
+        ``state``) on the record of ``event_id`` as artifact sketches (``ForgetRecord.reconciliation``);
+        None when the forget left no record here (it did not replay)."""
+        path = _path(self.home, event_id)
+        try:
+            stored = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        stored["reconciliation"] = [reconciliation_sketch(i) for i in items]
+        return save_forget_record(self.home, ForgetRecord.model_validate(stored))  # (as stored: compact)
 
 
 def load_forget_record(home: str | os.PathLike, event_id: str, graph: Any = None) -> ForgetRecord:
