@@ -479,6 +479,76 @@ def forget_cmd(
         raise typer.Exit(EXIT_NOT_ERASED)
 
 
+@app.command("reconcile")
+def reconcile_cmd(
+    event_id: str = typer.Argument(..., help="the forget's event id (its report's event_id)"),
+    run: str = typer.Option("all", "--run", help="what to run: all (compensations and the calls the counterfactual "
+                                                 "wants, the default) or compensate (compensations only)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print the plan and each item's state, change nothing"),
+    yes: bool = typer.Option(False, "--yes", "-y", help="approve every item (without it each item is asked)"),
+    retry: bool = typer.Option(False, "--retry", help="run items that failed again"),
+    agent: Optional[str] = typer.Option(
+        None, "--agent", help="module:attribute of the agent whose tools declare the compensators (or a factory "
+                              "returning it), e.g. --agent unsee.demo:agent_factory"),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+) -> None:
+    """Reconcile the world with the counterfactual of the forget EVENT_ID.
+
+    Compensates the side effects only the forgotten world made (each
+    orphaned call whose tool declares a compensator), runs the calls only
+    the counterfactual wants (deferred), and lists what a human must undo
+    (no compensator). Every item runs at most once, whoever reconciles, in
+    any process on this store; a second run changes nothing. Each item is
+    asked (y/n) unless --yes; --dry-run only prints the plan.
+
+    unsee reconcile 3f2a... --agent unsee.demo:agent_factory --yes
+
+    Exit 1 when an item is left in doubt (a reconcile died while it ran:
+    settle it by hand), 4 when a compensator or tool raised (its item stays
+    failed: --retry once fixed), 2 when there is nothing left to run.
+    """
+    from unsee.report_view import reconciliation_table
+
+    if run not in ("all", "compensate"):
+        raise cx.BadParameter(f"--run must be all or compensate, got {run!r}")
+    if not event_id.strip():
+        raise cx.BadParameter("EVENT_ID must be a non-empty event id")
+    compiled, u = _agent_and_unsee(agent)
+    c = _console()
+    if dry_run:
+        out = u.reconcile(event_id, "plan", agent=compiled)
+        if as_json:
+            print(out.model_dump_json(indent=1))
+        else:
+            c.print(reconciliation_table(out.plan) if out.plan.items else f"nothing to reconcile for {event_id}")
+        return
+    if not yes and not sys.stdin.isatty():
+        raise cx.BadParameter("--yes is needed when the input is not a terminal (each item is asked otherwise)")
+
+    def ask(request: dict) -> list[bool]:
+        answers = []
+        for action in request["action_requests"]:
+            c.print(f"[bold]{action['description']}[/]", highlight=False)
+            c.print(f"  {action['name']}({', '.join(f'{k}={v!r}' for k, v in sorted(action['args'].items()))})",
+                    highlight=False, markup=False)
+            answers.append(typer.confirm("  approve?", default=False))
+        return answers
+
+    out = u.reconcile(event_id, run, approve=None if yes else ask, retry=retry, agent=compiled)
+    if as_json:
+        print(out.model_dump_json(indent=1))
+    else:
+        c.print(reconciliation_table(out.plan))
+        for what, keys in (("ran", out.ran), ("already done elsewhere", out.already), ("declined", out.declined),
+                           ("IN DOUBT (settle it by hand)", out.in_doubt)):
+            if keys:
+                c.print(f"{what}: {', '.join(k.removeprefix('rec-')[:8] for k in keys)}")
+        if out.receipt:
+            c.print(f"receipt signed again with the reconciliation: {out.receipt}", soft_wrap=True)
+    if out.in_doubt:
+        raise typer.Exit(NO)
+
+
 def _not_erased(report) -> bool:
     """Whether a forget (or one of its scope='all' forgets) erased its record unclean."""
     return report.erased_clean is False or any(_not_erased(r) for r in report.also_forgotten)

@@ -6,8 +6,10 @@ in the sandbox) and remember a preference (write, to the memory store).
 Memories are injected into the prompt; summarization compacts the
 conversation. One tool return carries a secret (a card number). The demo
 prints where the secret entered and what depends on it, writes the Jaeger
-JSON, revokes the secret (B7), prints the report, and lets the agent go on
-from the counterfactual state.
+JSON, revokes the secret (B7), prints the report, lets the agent go on
+from the counterfactual state, and reconciles the world with it: the refund
+paid to the revoked card is reversed (its compensator) and paid again by
+the original payment method (the call the counterfactual wants).
 
 ``agent_factory`` is importable for ``unsee forget --agent unsee.demo:agent_factory``:
 it builds the agent with the model the demo last ran with in that home
@@ -91,12 +93,27 @@ def build_tools(u: Unsee) -> list:
         """Check whether an order is entitled to a refund."""
         return f"Order {order_id}: within the 30-day warranty, a full refund of 49.90 EUR is allowed."
 
-    @u.tool(effect="external")
-    def issue_refund(order_id: str, amount: float) -> str:
-        """Issue a refund for an order (moves money)."""
-        with open(payments, "a") as f:  # one line per payment, tagged with the session it was paid for
-            f.write(f"refund {logical_session()} {order_id} {amount:.2f}\n")
-        return f"Refund R-{order_id}-1 of {amount:.2f} EUR issued for order {order_id}."
+    def reverse_refund(args: dict, result: str) -> str:
+        """The payment provider's reversal of one refund (by the refund id its result named)."""
+        found = re.search(r"\bR-\d+-\d+\b", result or "")
+        if found is None:
+            raise ValueError("the refund's result names no refund id to reverse")
+        with open(payments, "a") as f:
+            f.write(f"reversal {found.group(0)}\n")
+        return f"Refund {found.group(0)} reversed."
+
+    @u.tool(effect="external", compensate=reverse_refund)
+    def issue_refund(order_id: str, amount: float, to: str = "original payment method") -> str:
+        """Issue a refund for an order (moves money) to a card or account, by default the original
+        payment method."""
+        lines = payments.read_text().splitlines() if payments.exists() else []
+        refund_id = f"R-{order_id}-{1 + sum(line.startswith('refund ') for line in lines)}"
+        # the provider's log: one line per payment, tagged with the session it was paid for (a card
+        # shows as its last four digits, as on a statement)
+        dest = f"card-{to[-4:]}" if re.search(r"\d{4}-\d{4}", to) else to.replace(" ", "-")
+        with open(payments, "a") as f:
+            f.write(f"refund {logical_session()} {order_id} {amount:.2f} {refund_id} {dest}\n")
+        return f"Refund {refund_id} of {amount:.2f} EUR issued for order {order_id} to {to}."
 
     @u.tool(effect="write", sandboxed=True)
     def save_case_note(note: str, env) -> str:
@@ -128,7 +145,9 @@ def support_policy(messages: Sequence[BaseMessage], tool_names: Sequence[str]) -
     elif name == "check_entitlement" and order:
         args = {"order_id": order.group(0)}
     elif name == "issue_refund" and order:
-        args = {"order_id": order.group(0), "amount": 49.90}
+        # back to the card the ticket names, when one was seen; else the original payment method
+        cards = re.findall(r"\d{4}-\d{4}", " ".join(str(m.content) for m in messages if isinstance(m, ToolMessage)))
+        args = {"order_id": order.group(0), "amount": 49.90, **({"to": cards[-1]} if cards else {})}
     elif name == "save_case_note":
         found = [str(m.content) for m in messages if isinstance(m, ToolMessage) and "Ticket" in str(m.content)]
         args = {"note": found[-1] if found else "no ticket found"}
@@ -270,11 +289,39 @@ def agent_factory():
 
 
 def refunds_paid(home: Path, session: str) -> int:
-    """Refunds the (stand-in) payment provider paid for ``session``."""
+    """Refunds the (stand-in) payment provider paid for ``session`` and did not reverse."""
     log = Path(home) / "payments.log"
     if not log.exists():
         return 0
-    return sum(1 for line in log.read_text().splitlines() if line.split()[:2] == ["refund", session])
+    lines = [line.split() for line in log.read_text().splitlines()]
+    reversed_ids = {w[1] for w in lines if w[:1] == ["reversal"] and len(w) > 1}
+    return sum(1 for w in lines if w[:2] == ["refund", session] and (len(w) < 5 or w[4] not in reversed_ids))
+
+
+def reconcile_world(u: Unsee, report: Any, console: Console) -> dict:
+    """The demo's last step: the world after the forget, the reconciliation plan, and the plan run
+    (the refund paid to the revoked card reversed, the one the counterfactual wants paid)."""
+    from unsee.report_view import reconciliation_table
+
+    session = report.session_id
+    console.print(f"refunds paid for {session} before reconciling: {refunds_paid(u.home, session)} (the replay "
+                  "never fires a side effect twice)")
+    plan = report.reconciliation
+    if plan is None or not plan.items:
+        console.print("nothing to reconcile: the counterfactual made the same side effects")
+        return {"payments": refunds_paid(u.home, session), "reconciled": []}
+    console.print()
+    console.print("[bold]Reconciling the world with the counterfactual[/] (the plan above; Python: "
+                  f"u.reconcile(event_id, run=\"all\"), CLI: unsee reconcile {plan.event_id}): each item runs "
+                  "once, whoever runs it, wherever")
+    out = u.reconcile(plan.event_id, "all")
+    console.print(reconciliation_table(out.plan))
+    payments = refunds_paid(u.home, session)
+    log = (u.home / "payments.log").read_text().splitlines() if (u.home / "payments.log").exists() else []
+    console.print("the payment provider's log: " + "; ".join(log), highlight=False, soft_wrap=True)
+    console.print(f"refunds actually paid for {session}: {payments} (reconciled: the world now matches the "
+                  "counterfactual; a second reconcile runs nothing)")
+    return {"payments": payments, "reconciled": out.ran}
 
 
 def next_steps(home: Path, session: str, forgot: bool) -> list[str]:
@@ -351,9 +398,7 @@ def run_demo(home: Path, session: str, jaeger_json: Path, console: Console | Non
         console.print(f"[green]agent>[/] {answer}")
         leaked = SECRET in answer or any(SECRET in str(m.content) for m in out["messages"])
         console.print(f"secret in the live state after forgetting: {'YES' if leaked else 'no'}")
-        payments = refunds_paid(u.home, session)
-        console.print(f"refunds actually paid for {session}: {payments} (the replay never fires a side effect twice)")
-        result.update(report=report.model_dump(mode="json"), leaked=leaked, payments=payments)
+        result.update(report=report.model_dump(mode="json"), leaked=leaked, **reconcile_world(u, report, console))
     # the page of the session: the forget's before/after, or the secret's closure without one
     from unsee.plugins.view import render_html
 

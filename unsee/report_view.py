@@ -110,4 +110,29 @@ def render_report(r: ForgetReport) -> Panel:
         tab = _effects(title, effects)
         if tab is not None:
             parts.append(tab)
+    if r.reconciliation is not None and getattr(r.reconciliation, "items", None):
+        parts.append(reconciliation_table(r.reconciliation))
     return Panel(Group(*parts), title=f"forget report for {r.session_id}", expand=False)
+
+
+#: what each action of a reconciliation plan means, in words
+_DOES = {"compensate": "undo", "run": "run", "report": "by hand"}
+
+
+def reconciliation_table(plan) -> Table:
+    """A reconciliation plan (``ReconcilePlan``): one row per item, what runs and its state."""
+    t = Table(title=f"reconciliation of the world (event {plan.event_id}: unsee reconcile {plan.event_id})",
+              title_justify="left")
+    for col in ("item", "action", "state"):
+        t.add_column(col, overflow="fold")
+    t.add_column("what", overflow="fold", max_width=TEXT_WIDTH)
+    for i in plan.items:
+        args = ", ".join(f"{k}={v!r}" for k, v in sorted(i.args.items()))
+        if i.action == "compensate":
+            what = f"{i.compensator} undoes {i.tool}({args})"
+        elif i.action == "run":
+            what = f"{i.tool}({args}), wanted by the counterfactual"
+        else:
+            what = i.why or f"{i.tool}({args})"
+        t.add_row(i.key.removeprefix("rec-")[:8], _DOES[i.action], i.state, what)
+    return t

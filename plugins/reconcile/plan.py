@@ -17,8 +17,8 @@ Each item has a key derived from the forget event and the call it acts on (the o
 artifact id; a deferred call's place among the deferred calls, its tool and arguments): the call
 ledger row that runs it is keyed by it, so it runs at most once whoever reconciles, wherever.
 
-A plan carries no target text: the arguments and results are the report's, where the target is
-replaced by its keyed hash mark.
+A plan carries no target text: the arguments and results are the report's, without the target
+(removed from arguments, replaced by its keyed hash mark in results).
 """
 
 from __future__ import annotations

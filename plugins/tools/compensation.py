@@ -5,10 +5,10 @@ A compensator undoes what one call of an external tool did in the world (``issue
 call the original world fired and the counterfactual did not make (an *orphaned* side effect),
 exactly once (the call ledger's ``compensation`` rows).
 
-It is given the original call's arguments and result **as the forget's report shows them**: the
-forgotten target, wherever it appeared in them, replaced by its keyed hash mark ``[erased
-hmac-sha256:...]``. A compensator never sees the target; it identifies what to undo by what the
-call returned (a payment id, a message id) or by its other arguments.
+It is given the original call's arguments and result **as the forget's report shows them**:
+without the forgotten target (removed from the arguments, replaced by its keyed hash mark
+``[erased hmac-sha256:...]`` in the result). A compensator never sees the target; it identifies
+what to undo by what the call returned (a payment id, a message id) or by its other arguments.
 
 Two forms:
 
