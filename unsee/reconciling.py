@@ -5,12 +5,37 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .core import Unsee
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from unsee.middleware.recorder import Recorder
+    from unsee.sandbox import Ledger
 
 log = logging.getLogger("unsee.reconcile")
+
+class Unsee(Protocol):
+    """What the reconciliation's wiring reads from the facade (``unsee.core.Unsee`` is one). A
+    protocol, not the class: core imports this module."""
+
+    home: Path
+    recorder: Recorder
+    tracer_provider: TracerProvider
+    #: ``never`` | ``plan`` | ``compensate``
+    reconcile_default: str
+    #: the tools ``Unsee.tool`` made, by name
+    made_tools: dict[str, Any]
+
+    @property
+    def ledger(self) -> Ledger: ...
+
+    @property
+    def reconciler(self) -> Any: ...
+
+    def _shared_db(self) -> Any: ...
+
 
 #: what follows a committed forget: nothing, its plan kept (nothing runs without a decision), or its
 #: plan kept and its compensations run (deferred calls still wait for a decision)
@@ -22,7 +47,7 @@ def reconcile_context(u: Unsee) -> Any:
     forget tracer, its receipts and its view records."""
     from unsee.plugins.reconcile import ReconcileContext, tools_for
 
-    from .wiring import version
+    from .config import version
 
     def tools(session: str, agent: Any) -> dict[str, Any]:
         return tools_for(agent or u.recorder.agents.for_session(session), u.made_tools)

@@ -179,7 +179,7 @@ CRASH_SCRIPT = textwrap.dedent(
         return "ok"
     if where == "before-fire":
         orig = Ledger._claim
-        def crash_claim(self, cid):
+        def crash_claim(self, cid, *rest, **kw):
             os._exit(9)          # crash after 'pending' is committed, before the claim
         Ledger._claim = crash_claim
     led.run("sess", "transfer", {"amount": 100}, fire, effect="external")
