@@ -168,3 +168,30 @@ def layout(
         "turns": turns,
         "turn_edges": turn_edges,
     }
+
+
+#: the items of a forget's reconciliation drawn as nodes of the graph before it (the others are rows)
+DRAWN_ITEMS = ("compensation",)
+
+
+def reconciliation_layout(items: list[dict[str, Any]], graph_layout: dict[str, Any]) -> dict[str, Any]:
+    """Positions of a forget's compensations in the graph before it (``graph_layout``: that graph's
+    :func:`layout`): a lane of their own below the others, each at the step of the orphaned call
+    it undoes (its parent; one whose call is not in the graph sits after the last step), several
+    at one step stacked. Returns ``{"y": the lane's y, "nodes": {item id: {"x", "y"}}}``."""
+    nodes = graph_layout.get("nodes") or {}
+    lanes = graph_layout.get("lanes") or []
+    y = max((_num(lane.get("y")) for lane in lanes), default=-DY) + DY
+    end = max((_num(p.get("x")) for p in nodes.values()), default=-DX) + DX
+    cells: dict[float, list[str]] = {}
+    for item in items:
+        if item.get("type") not in DRAWN_ITEMS:
+            continue
+        parent = next((nodes[str(p)] for p in item.get("parents") or () if str(p) in nodes), None)
+        cells.setdefault(_num(parent.get("x")) if parent else end, []).append(str(item["id"]))
+    out: dict[str, dict[str, float]] = {}
+    for x, ids in cells.items():
+        off = _stack_offset(len(ids))
+        for k, node_id in enumerate(ids):
+            out[node_id] = {"x": x + k * off / 3, "y": y + k * off}
+    return {"y": y, "nodes": out}

@@ -5,7 +5,8 @@ step (one lane per artifact type), parent links as arrows, checkpoints as
 markers on the time axis, the taint closure of a target (``target``) in red,
 artifacts with detector findings or IFC decisions flagged, and, when the
 payload has a forget event, its plan/outcome summary with the before and
-after graphs side by side. Large sessions can be collapsed to one node per
+after graphs side by side, and its reconciliation of the world (one row per
+item; compensations drawn on the before graph, from the calls they undo). Large sessions can be collapsed to one node per
 turn. Clicking a node shows its metadata in a side panel.
 
 Everything (Cytoscape.js, the page's own JS and CSS, the data) is inlined;

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from .layout import layout
+from .layout import layout, reconciliation_layout
 from .records import ForgetRecord, checkpoint_sketch
 
 #: a session larger than this starts collapsed by turn
@@ -108,10 +108,33 @@ def before_outcomes(record: ForgetRecord) -> dict[str, list[str]]:
             "from_record": sorted(from_record)}
 
 
+#: what the page shows of a reconciliation item (``ForgetRecord.reconciliation``): ids, names, states
+_ITEM_FIELDS = ("id", "type", "action", "tool", "runs", "state")
+
+
+def reconciliation_items(record: ForgetRecord) -> list[dict[str, Any]]:
+    """The forget's reconciliation of the world as the page shows it, one sketch per item: its key
+    (``id``), ``type`` (``compensation``, ``deferred_run``, ``left``), ``parents`` (the orphaned
+    call of the graph before the forget it undoes or leaves), ``action``, ``tool``, ``runs`` and
+    ``state``; nothing else a record might hold (never arguments or results). A record written
+    before reconciliation existed has none."""
+    out = []
+    for d in record.reconciliation:
+        if not isinstance(d, Mapping) or d.get("id") is None:
+            continue
+        item = {k: (None if d.get(k) is None else str(d.get(k))) for k in _ITEM_FIELDS}
+        item["parents"] = [str(p) for p in d.get("parents") or () if p is not None]
+        out.append(item)
+    return out
+
+
 def forget_part(record: ForgetRecord, after: Any, collapse: bool) -> dict[str, Any]:
     """A forget's plan, outcome and graphs: ``before`` from its record, ``after`` the session now."""
     before = [{**a, "text": None, "findings": [], "decisions": []} for a in record.before_artifacts]
     after_arts = [artifact_sketch(a) for a in after]
+    items = reconciliation_items(record)
+    before_part = _graph_part(before, list(record.before_checkpoints), collapse, record.closure)
+    before_part["layout"]["reconciliation"] = reconciliation_layout(items, before_part["layout"])
     return {
         "event_id": record.event_id, "strategy": record.strategy, "committed": record.committed,
         "raised_by": record.raised_by, "created_at": record.created_at, "tau": record.tau,
@@ -122,8 +145,9 @@ def forget_part(record: ForgetRecord, after: Any, collapse: bool) -> dict[str, A
                     "deferred": [{"tool": e.tool, "call_id": e.call_artifact_id, "status": e.status}
                                  for e in record.deferred],
                     "orphaned": [{"tool": e.tool, "call_id": e.call_artifact_id, "status": e.status}
-                                 for e in record.orphaned]},
-        "before": _graph_part(before, list(record.before_checkpoints), collapse, record.closure),
+                                 for e in record.orphaned],
+                    "reconciliation": items},
+        "before": before_part,
         "after": _graph_part(after_arts, _checkpoints(after), collapse, ()),
     }
 

@@ -116,3 +116,62 @@ def large_payload(n: int = 10_000, per_turn: int = 10) -> dict[str, Any]:
         "graph": _graph(arts, checkpoints, collapse=True, closure=closure),
         "forget": None,
     }
+
+
+#: what a reconciliation item's tool was called with: a record never keeps it, the page never shows it
+RECONCILED_ARGS = "card 4417-2231 refund 49.90"
+
+
+def _sketch(aid: str, kind: str, step: int, parents: list[str]) -> dict[str, Any]:
+    return {"id": aid, "seq": step, "type": kind, "parents": parents, "source_ids": [], "token_span": [0, 0],
+            "turn": step // 3, "step": step, "committed": True}
+
+
+def reconciled_record() -> Any:
+    """A forget record whose plan reconciled the world: the refund its orphaned call ``call-1`` made
+    undone by ``reverse_refund`` (done), a deferred ``issue_refund`` run (planned), and ``call-2``
+    (``remember``) left to undo by hand; each item's sketch also holds fields a page must drop."""
+    from unsee.plugins.view import ForgetRecord
+
+    before = [_sketch("in-1", "user_input", 0, []), _sketch("mt-1", "model_turn", 1, ["in-1"]),
+              _sketch("call-1", "tool_call", 2, ["mt-1"]), _sketch("tr-1", "tool_return", 3, ["call-1"]),
+              _sketch("mt-2", "model_turn", 4, ["tr-1"]), _sketch("call-2", "tool_call", 5, ["mt-2"]),
+              _sketch("rp-1", "reply", 6, ["mt-2"])]
+    hidden = {"args": {"to": RECONCILED_ARGS}, "result": RECONCILED_ARGS}
+    items = [
+        {"id": "rec-comp", "type": "compensation", "parents": ["call-1"], "action": "compensate",
+         "tool": "issue_refund", "runs": "reverse_refund", "state": "done", **hidden},
+        {"id": "rec-run", "type": "deferred_run", "parents": [], "action": "run", "tool": "issue_refund",
+         "runs": "issue_refund", "state": "planned", **hidden},
+        {"id": "rec-left", "type": "left", "parents": ["call-2"], "action": "report", "tool": "remember",
+         "runs": None, "state": "left", **hidden},
+    ]
+    return ForgetRecord(event_id="ev-r", session_id="s", strategy="B7", created_at="2026-12-01T00:00:00+00:00",
+                        committed=True, tau=1, entry="in-1", closure=["in-1", "mt-1", "call-1", "tr-1", "mt-2"],
+                        decoded=["mt-1"], before_artifacts=before, reconciliation=items,
+                        deferred=[{"tool": "issue_refund", "status": "deferred"}],
+                        orphaned=[{"tool": "issue_refund", "call_artifact_id": "call-1", "status": "orphaned"},
+                                  {"tool": "remember", "call_artifact_id": "call-2", "status": "orphaned"}])
+
+
+class SessionGraph(list):
+    """The part of a provenance graph ``build_payload`` reads: artifacts, checkpoints, texts."""
+
+    def __init__(self, artifacts: list[Any], session_id: str = "s", texts: dict[str, str] | None = None):
+        super().__init__(artifacts)
+        self.session_id, self.checkpoints, self._texts = session_id, [], texts or {}
+
+    def content(self, aid: str) -> str | None:
+        return self._texts.get(aid)
+
+
+def reconciled_payload(content: bool = False) -> dict[str, Any]:
+    """The page's data of :func:`reconciled_record`'s forget, built as ``unsee view --event`` builds it."""
+    from unsee.middleware.records import Artifact, ArtifactType
+    from unsee.plugins.view import build_payload
+
+    after = SessionGraph([Artifact(id="in-1b", session_id="s", type=ArtifactType.USER_INPUT, step=0, seq=0),
+                          Artifact(id="mt-1b", session_id="s", type=ArtifactType.MODEL_TURN, step=1, seq=1,
+                                   parents=("in-1b",))])
+    return build_payload(after, forget=reconciled_record(),
+                         contents={"in-1b": "hello", "mt-1b": "a reply"} if content else None)

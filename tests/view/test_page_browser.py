@@ -17,8 +17,9 @@ import pytest
 
 from unsee.plugins.view.page import render_html
 
-from .chromium import dump_dom, screenshot
-from .payloads import CLOSURE, HOSTILE_TEXT, large_payload, parent_links, small_payload
+from .chromium import DevTools, dump_dom, file_url, screenshot
+from .payloads import (CLOSURE, HOSTILE_TEXT, RECONCILED_ARGS, large_payload, parent_links, reconciled_payload,
+                       small_payload)
 
 
 class _Page(HTMLParser):
@@ -81,6 +82,9 @@ def test_small_session_expanded(tmp_path):
     assert _int(page, "before-closure") == len(CLOSURE)
     assert _int(page, "after-nodes") == len(f["after"]["artifacts"])
     assert _int(page, "after-edges") == parent_links(f["after"]["artifacts"])
+    # a forget without a reconciliation (a record written before it existed): nothing drawn, no rows
+    assert "reconciliation" not in f["outcome"]
+    assert (_int(page, "compensations"), _int(page, "left"), _int(page, "reconciliation-rows")) == (0, 0, 0)
     # the hostile text is shown as text in the panel, never parsed as markup
     assert page.stats["data-selected"] == "tr-1"
     assert HOSTILE_TEXT in page.panel and "web:evil" in page.panel and "[3, 20)" in page.panel
@@ -103,6 +107,44 @@ def test_text_absent_without_content(tmp_path):
     assert "payload text not included (use --content)" in page.panel
     assert _int(page, "orphaned") == 1 and "flagged: customers/<b>dana</b>/profile" in page.panel
     assert "pay the invoice" not in page.panel
+
+
+def test_a_forgets_reconciliation_is_drawn_on_its_before_graph_and_listed(tmp_path):
+    """A compensation is a node linked from the orphaned call it undoes, a call nobody can undo is
+    marked, each item is a row of the summary; the page shows names and states, never what the
+    calls were made with."""
+    payload = reconciled_payload(content=True)
+    hostile = payload["forget"]["outcome"]["reconciliation"][0]
+    hostile["runs"] = "reverse_refund" + HOSTILE_TEXT  # a name is text on the page, never markup
+    page = _open(tmp_path, payload, "reconciled")
+    assert _int(page, "compensations") == 1 and _int(page, "compensation-edges") == 1
+    assert _int(page, "left") == 1 and _int(page, "reconciliation-rows") == 3
+    assert _int(page, "before-nodes") == 7  # the compensation is no artifact of the graph before
+    html_path = tmp_path / "reconciled.html"
+    dom = dump_dom(html_path)
+    rows = re.findall(r'<li class="reconciliation-row">(.*?)</li>', dom)
+    assert rows == ["compensate · issue_refund → reverse_refund&lt;img src=x onerror=document.title='pwned'&gt;"
+                    " · done · call call-1",
+                    "run · issue_refund → issue_refund · planned",
+                    "report · remember → nobody (undo it by hand) · left · call call-2"]
+    assert "reconciliation of the world" in dom and page.title != "pwned"
+    assert not [t for t, _ in page.tags if t in ("img", "iframe", "object", "embed")]
+    assert RECONCILED_ARGS not in html_path.read_text() and RECONCILED_ARGS not in dom
+    # a click on the compensation shows its item: what it runs, its state, the call it undoes
+    with DevTools() as b:
+        b.open(file_url(html_path))
+        b.wait_for("!!document.getElementById('unsee-stats') && "
+                   "document.getElementById('unsee-stats').getAttribute('data-ready') === '1'", "the page")
+        x, y = b.evaluate("""(function () {
+            var box = document.getElementById('cy-before'), cy = box._cyreg.cy;
+            box.scrollIntoView({block: 'center'});
+            var p = cy.getElementById('rec\u241frec-comp').renderedPosition(), r = box.getBoundingClientRect();
+            return [r.left + p.x, r.top + p.y]; })()""")
+        b.click_at(x, y)
+        panel = b.wait_for("(document.getElementById('panel').textContent.indexOf('rec-comp') >= 0) && "
+                           "document.getElementById('panel').textContent", "the item in the panel")
+    assert "compensation rec-comp" in panel and "reverse_refund" in panel and "call-1" in panel
+    assert "done" in panel and RECONCILED_ARGS not in panel
 
 
 def test_small_session_collapsed(tmp_path):

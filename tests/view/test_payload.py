@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -97,3 +98,29 @@ def test_texts_are_in_the_payload_only_when_asked_and_large_sessions_start_colla
     assert build_payload(g, collapse=True)["collapse"] is True
     hit = build_payload(g, closure={"a1", "a2"}, entry=g._arts[1])
     assert hit["target"] == {"entry": "a1", "tau": 1, "closure": ["a1", "a2"], "source": None}
+
+
+def test_a_forgets_reconciliation_is_in_its_payload_by_ids_names_and_states_only():
+    from unsee.plugins.view.layout import DX
+
+    from .payloads import RECONCILED_ARGS, reconciled_payload, reconciled_record
+
+    payload = reconciled_payload()
+    f = payload["forget"]
+    assert f["outcome"]["reconciliation"] == [
+        {"id": "rec-comp", "type": "compensation", "parents": ["call-1"], "action": "compensate",
+         "tool": "issue_refund", "runs": "reverse_refund", "state": "done"},
+        {"id": "rec-run", "type": "deferred_run", "parents": [], "action": "run", "tool": "issue_refund",
+         "runs": "issue_refund", "state": "planned"},
+        {"id": "rec-left", "type": "left", "parents": ["call-2"], "action": "report", "tool": "remember",
+         "runs": None, "state": "left"}]
+    assert RECONCILED_ARGS not in json.dumps(payload)  # the record's sketches held it: never the page
+    # a compensation sits in a lane below the before graph's, at the step of the call it undoes
+    lay = f["before"]["layout"]
+    assert lay["reconciliation"] == {"y": max(lane["y"] for lane in lay["lanes"]) + lay["dy"],
+                                     "nodes": {"rec-comp": {"x": 2 * DX, "y": lay["reconciliation"]["y"]}}}
+    # a record written before reconciliation existed: no items, nothing laid out
+    old = reconciled_record().model_copy(update={"reconciliation": []})
+    part = build_payload(Graph([], {}), forget=old)["forget"]
+    assert part["outcome"]["reconciliation"] == [] and part["before"]["layout"]["reconciliation"]["nodes"] == {}
+    assert build_payload(Graph([], {}))["forget"] is None

@@ -3,7 +3,10 @@
  * network. Payload strings only ever reach the DOM as textContent. Results
  * for tests go to #unsee-stats (data-* attributes). URL hash options:
  * #mode=expanded|collapsed (start mode), #turn=turn-<n> (expand, zoom to
- * that turn), #node=<artifact id> (select it, show its fields). */
+ * that turn), #node=<artifact id> (select it, show its fields). A forget's
+ * reconciliation of the world (outcome.reconciliation: ids, names and states)
+ * is drawn on its before graph: a compensation as a node below the lanes,
+ * linked from the orphaned call it undoes; a call nobody can undo marked. */
 (function () {
   'use strict';
   var stats = document.getElementById('unsee-stats');
@@ -24,6 +27,9 @@
   };
   var OTHER = '#bab0ac';
   var RED = '#d62728', ENTRY = '#6b0000', FLAG = '#ff7f0e', ORPHAN = '#8e44ad';
+  var COMPENSATION = '#1a9850', LEFT = '#3b3b3b';
+  // a reconciliation item's state, as a class of its node (only these: never a payload string as a class)
+  var ITEM_STATES = { planned: 'pending', started: 'pending', done: 'done', failed: 'failed' };
   // a transition in several lists is coloured by the first one here
   // (before tau: the clean prefix, reused; from tau: the suffix, replayed - see payload.before_outcomes)
   var OUTCOMES = [['sanitized', '#d62728'], ['executed', '#e66101'], ['decoded', '#7b3294'],
@@ -65,6 +71,12 @@
       'border-style': 'double', 'border-color': ENTRY, 'font-weight': 'bold', 'color': ENTRY } },
     { selector: 'node.orphaned', style: { 'border-style': 'dashed', 'border-width': 4, 'border-color': ORPHAN } },
     { selector: 'node.new', style: { 'border-style': 'dashed', 'border-width': 3, 'border-color': '#222' } },
+    { selector: 'node.left', style: { 'shape': 'octagon', 'width': 28, 'height': 28, 'color': LEFT, 'font-weight': 'bold',
+      'underlay-color': LEFT, 'underlay-opacity': 0.3, 'underlay-padding': 7, 'underlay-shape': 'ellipse' } },
+    { selector: 'node.compensation', style: { 'shape': 'hexagon', 'width': 30, 'height': 22,
+      'border-width': 2, 'border-color': '#0b4d26', 'color': '#0b4d26' } },
+    { selector: 'node.compensation.pending', style: { 'border-style': 'dashed', 'background-opacity': 0.45 } },
+    { selector: 'node.compensation.failed', style: { 'border-width': 4, 'border-color': RED, 'color': RED } },
     { selector: 'node.checkpoint', style: { 'shape': 'diamond', 'width': 'data(size)', 'height': 'data(size)',
       'background-color': '#333', 'border-width': 0, 'font-size': 'data(fs)', 'text-valign': 'top', 'text-margin-y': -2 } },
     { selector: 'node.lane', style: { 'background-opacity': 0, 'border-width': 0, 'font-size': 13,
@@ -76,6 +88,8 @@
     { selector: 'edge', style: { 'width': 1, 'line-color': '#9aa3b2', 'target-arrow-color': '#9aa3b2',
       'target-arrow-shape': 'triangle', 'arrow-scale': 0.7, 'curve-style': 'straight' } },
     { selector: 'edge.tainted', style: { 'line-color': RED, 'target-arrow-color': RED, 'width': 2 } },
+    { selector: 'edge.compensates', style: { 'line-color': COMPENSATION, 'target-arrow-color': COMPENSATION,
+      'line-style': 'dashed', 'width': 2 } },
     { selector: 'edge.turn-edge', style: { 'curve-style': 'unbundled-bezier', 'control-point-distances': 'data(cpd)',
       'control-point-weights': 0.5, 'width': 'data(w)', 'label': 'data(count)', 'font-size': 'data(fs)',
       'text-background-color': '#fff', 'text-background-opacity': 0.8, 'min-zoomed-font-size': 7 } }
@@ -91,7 +105,37 @@
     for (var i = 0; i < this.artifacts.length; i++) this.byId[this.artifacts[i].id] = this.artifacts[i];
     this.tainted = this.opts.tainted || Object.create(null);
     this.collapsed = false;
+    // a forget's reconciliation items (before graph only): by key, and by the orphaned call they name
+    this.items = Object.create(null); this.itemsOf = Object.create(null);
+    var self = this;
+    (this.opts.reconciliation || []).forEach(function (it) {
+      self.items[it.id] = it;
+      (it.parents || []).forEach(function (p) { (self.itemsOf[p] = self.itemsOf[p] || []).push(it); });
+    });
   }
+  Graph.prototype.isLeft = function (id) {
+    return (this.itemsOf[id] || []).some(function (it) { return it.type === 'left'; });
+  };
+  /* The compensations as nodes in a lane of their own (positions: layout.reconciliation),
+   * each with an edge from the orphaned call it undoes. */
+  Graph.prototype.reconciliationEls = function (minX) {
+    var self = this, rl = this.layout.reconciliation || {}, pos = rl.nodes || {}, els = [], drawn = 0;
+    Object.keys(this.items).forEach(function (key) {
+      var it = self.items[key];
+      if (it.type !== 'compensation') return;
+      var p = pos[key] || { x: minX, y: rl.y || 0 }, id = 'rec\u241f' + key;
+      drawn++;
+      els.push({ group: 'nodes', classes: 'reconciliation compensation ' + (ITEM_STATES[it.state] || 'pending'),
+        position: { x: p.x, y: p.y },
+        data: { id: id, ref: key, colour: COMPENSATION, label: '\u21ba ' + str(it.runs) + ' (' + str(it.state) + ')' } });
+      (it.parents || []).forEach(function (parent) {
+        if (self.byId[parent]) els.push({ group: 'edges', classes: 'compensates', data: { source: parent, target: id } });
+      });
+    });
+    if (drawn) els.push({ group: 'nodes', classes: 'lane', position: { x: minX - 40, y: rl.y || 0 },
+      data: { id: 'lane\u241freconciliation', colour: '#fff', label: 'reconciliation' }, selectable: false, grabbable: false });
+    return els;
+  };
   Graph.prototype.checkpointEls = function () {
     var pos = this.layout.checkpoints || {}, u = this.unit;
     return (this.g.checkpoints || []).map(function (c) {
@@ -110,7 +154,8 @@
       if ((a.findings && a.findings.length) || (a.decisions && a.decisions.length)) cls.push('flagged');
       if (self.opts.isNew && self.opts.isNew(a.id)) cls.push('new');
       if (self.opts.orphaned && self.opts.orphaned[a.id]) cls.push('orphaned');
-      var flag = cls.indexOf('flagged') >= 0 ? '\u2691 ' : '';
+      if (self.isLeft(a.id)) cls.push('left');
+      var flag = (cls.indexOf('flagged') >= 0 ? '\u2691 ' : '') + (cls.indexOf('left') >= 0 ? '\u2298 ' : '');
       els.push({ group: 'nodes', classes: cls.join(' '), position: { x: p.x, y: p.y },
         data: { id: a.id, colour: self.opts.colour ? self.opts.colour(a) : colourOf(a.type), label: flag + a.id } });
     });
@@ -128,7 +173,7 @@
       els.push({ group: 'nodes', classes: 'lane', position: { x: minX - 40, y: l.y },
         data: { id: 'lane\u241f' + l.type, colour: '#fff', label: l.type }, selectable: false, grabbable: false });
     });
-    return els.concat(this.checkpointEls());
+    return els.concat(this.reconciliationEls(minX), this.checkpointEls());
   };
   Graph.prototype.turnOf = function (a) {
     return typeof a.turn === 'number' ? 'turn-' + a.turn : 'turn-none';
@@ -162,6 +207,7 @@
     var self = this;
     this.cy.on('tap', 'node.artifact', function (e) { show(self, e.target.id()); });
     this.cy.on('tap', 'node.checkpoint', function (e) { showCheckpoint(self, e.target.data('ref')); });
+    this.cy.on('tap', 'node.reconciliation', function (e) { showItem(self, e.target.data('ref')); });
     this.cy.on('tap', 'node.turn', function (e) { self.expandTurn(e.target.id()); });
     return this;
   };
@@ -245,6 +291,7 @@
       row('in closure', graph.tainted[a.id] ? 'yes' : 'no')];
     var orphan = graph.opts.orphaned && graph.opts.orphaned[a.id];
     if (orphan) rows.push(row('after a fork', orphanText(orphan)));
+    if (graph.itemsOf[a.id]) rows.push(row('reconciliation', list(graph.itemsOf[a.id], itemText)));
     if (graph.opts.outcomeOf) rows.push(row('outcome', graph.opts.outcomeOf(a.id).join(', ') || 'unchanged'));
     rows.push(row('findings', list(a.findings, function (f) {
       return str(f.detector) + ' ' + str(f.score) + ': ' + str(f.reason) + (f.start != null ? ' [' + f.start + ', ' + str(f.end) + ')' : '');
@@ -264,6 +311,39 @@
     panel('checkpoint ' + c.id, Object.keys(c).map(function (k) {
       return row(k, val(c[k]));
     }));
+  }
+
+  /* A reconciliation item (one row of the forget's plan for the world): ids, names and state only. */
+  function itemText(it) {
+    return str(it.action) + ' · ' + str(it.tool) + ' \u2192 ' +
+      (it.runs != null ? str(it.runs) : 'nobody (undo it by hand)') + ' · ' + str(it.state) +
+      ((it.parents || []).length ? ' · call ' + it.parents.join(', ') : '');
+  }
+  function showItem(graph, key) {
+    var it = graph.items[key];
+    if (!it) return;
+    graph.cy.$(':selected').unselect();
+    graph.cy.getElementById('rec\u241f' + key).select();
+    var undoes = el('span');
+    (it.parents || []).forEach(function (p, i) {
+      if (i) undoes.appendChild(document.createTextNode(', '));
+      undoes.appendChild(graph.byId[p] ? el('button', { 'class': 'linkish', type: 'button', text: p,
+        onclick: function () { graph.focus(p); } }) : el('span', { text: p + ' (absent)' }));
+    });
+    panel(str(it.type) + ' ' + key, [row('graph', graph.name), row('item', key), row('type', str(it.type)),
+      row('action', str(it.action)), row('tool', str(it.tool)), row('runs', str(it.runs)), row('state', str(it.state)),
+      row('orphaned call', (it.parents || []).length ? undoes : '')]);
+  }
+  function reconciliationSummary(items) {
+    var box = $('reconciliation-summary');
+    box.textContent = '';
+    if (!items.length) return;
+    box.appendChild(el('span', { 'class': 'tag green', text: 'reconciliation of the world' }));
+    box.appendChild(document.createTextNode(' ' + items.length + ' item' + (items.length > 1 ? 's' : '') +
+      ' to bring the world in line with the counterfactual (action · tool \u2192 what runs · state)'));
+    box.appendChild(el('ul', {}, items.map(function (it) {
+      return el('li', { 'class': 'reconciliation-row', text: itemText(it) });
+    })));
   }
 
   /* An orphaned store item (memory whose evidence a fork abandoned): what and what became of it. */
@@ -325,12 +405,19 @@
       tr(k, String((o[k] || []).length), short((o[k] || []).map(function (t) { return str(t.tool) + ' (' + str(t.call_id) + ')'; }), 100));
     });
     $('forget-summary').appendChild(tbl);
+    var items = (o.reconciliation || []).filter(function (it) { return it && it.id != null; });
+    reconciliationSummary(items);
     var before = new Graph('before', f.before, { tainted: setOf(f.closure), closureClass: 'in-closure', entry: f.entry,
+      reconciliation: items,
       colour: function (a) { var k = outcomeOf[a.id]; return k ? colours[k[0]] : UNCHANGED; },
       outcomeOf: function (id) { return outcomeOf[id] || []; } }).mount($('cy-before'), false);
     var after = new Graph('after', f.after, { isNew: function (id) { return !before.byId[id]; } }).mount($('cy-after'), false);
     legend($('outcome-legend'), OUTCOMES.map(function (p) { return [p[0], p[1]]; })
-      .concat([['in closure (before)', '#fff', RED], ['new in after (dashed)', '#fff', '#222']]));
+      .concat([['in closure (before)', '#fff', RED], ['new in after (dashed)', '#fff', '#222']])
+      .concat(items.some(function (it) { return it.type === 'compensation'; })
+        ? [['\u21ba compensation (its compensator, state)', COMPENSATION]] : [])
+      .concat(items.some(function (it) { return it.type === 'left'; })
+        ? [['\u2298 orphaned call nobody can undo', '#fff', LEFT]] : []));
     return { before: before, after: after };
   }
 
@@ -389,6 +476,10 @@
       'before-closure': fg ? fg.before.cy.nodes('.in-closure').length : 0,
       'after-nodes': fg ? fg.after.cy.nodes('.artifact').length : 0,
       'after-edges': fg ? fg.after.cy.edges('.parent').length : 0,
+      compensations: fg ? fg.before.cy.nodes('.compensation').length : 0,
+      'compensation-edges': fg ? fg.before.cy.edges('.compensates').length : 0,
+      left: fg ? fg.before.cy.nodes('.left').length : 0,
+      'reconciliation-rows': document.querySelectorAll('#reconciliation-summary li').length,
       selected: cy.$('node:selected').map(function (n) { return n.id(); }).join(' ')
     };
     Object.keys(s).forEach(function (k) { stats.setAttribute('data-' + k, String(s[k])); });
