@@ -105,6 +105,8 @@ ROWS = [
     ("receipt-missing", ["receipt", "verify", "TMP/none.json"], 2),
     ("serve-no-token", ["serve"], 2),
     ("demo-bad-model", ["demo", "--model", "gpt"], 2),
+    ("reconcile-unknown", ["reconcile", "nope", "--dry-run"], 2),
+    ("reconcile-bad-run", ["reconcile", "nope", "--run", "bogus"], 2),
     # -- 3: an environment problem
     ("store-unavailable", ["--store", "postgresql://unsee@127.0.0.1:%d/none?connect_timeout=2" % PORT,
                            "sessions"], 3),

@@ -43,6 +43,9 @@ RUNS: dict[str, list[str]] = {
         "unsee forget demo --target 'updates by email' --dry-run",
         "unsee forget demo --target 'updates by email' --strategy B7 --agent unsee.demo:agent_factory --dry-run --json",
         "unsee forget demo --target 'updates by email' --source user --agent unsee.demo:agent_factory --dry-run"],
+    "unsee reconcile EVENT_ID --agent unsee.demo:agent_factory --dry-run": ["RECONCILE_FLOW"],
+    "unsee reconcile EVENT_ID --agent unsee.demo:agent_factory --run compensate --yes --retry": ["RECONCILE_FLOW"],
+    "unsee reconcile EVENT_ID --agent unsee.demo:agent_factory --yes": ["RECONCILE_FLOW"],
     "unsee forget demo --target 4417-2231 --agent unsee.demo:agent_factory": [
         "unsee forget demo --target 4417-2231 --agent unsee.demo:agent_factory"],
     "unsee view SESSION [--target TEXT] [--event ID] [-o FILE.html] [--serve]": [
@@ -182,6 +185,26 @@ def _check_export(workdir: Path, cmd: str, res: subprocess.CompletedProcess, got
     assert sent > 0 and got == sent, (cmd, res.stdout, got)
 
 
+def _reconcile_flow(d: Path) -> None:
+    """docs/reconcile.md's commands, in the order a reader runs them after a forget: the plan, the
+    compensations, the rest, and a second run that finds nothing left (exit 2, nothing paid)."""
+    assert _run(d, "unsee demo --model scripted --session demo --no-forget").returncode == 0
+    res = _run(d, "unsee forget demo --target 4417-2231 --agent unsee.demo:agent_factory --json")
+    assert res.returncode == 0, res.stderr[-2000:]
+    event = json.loads(res.stdout)["event_id"]
+    agent = "--agent unsee.demo:agent_factory"
+    plan = _run(d, f"unsee reconcile {event} {agent} --dry-run --json")
+    assert plan.returncode == 0, plan.stderr
+    assert {i["action"]: i["state"] for i in json.loads(plan.stdout)["plan"]["items"]} == {
+        "compensate": "planned", "run": "planned"}
+    for cmd, code in ((f"unsee reconcile {event} {agent} --run compensate --yes --retry", 0),
+                      (f"unsee reconcile {event} {agent} --yes", 0), (f"unsee reconcile {event} {agent} --yes", 2)):
+        res = _run(d, cmd)
+        assert res.returncode == code, (cmd, res.stdout[-1500:], res.stderr[-1500:])
+    log = (d / ".unsee" / "payments.log").read_text().split("\n")
+    assert [line.split()[0] for line in log if line] == ["refund", "reversal", "refund"]
+
+
 # -- the runs ---------------------------------------------------------------------------------------
 def _cases():
     # One run per distinct command: two doc lines can share a run, and a command that binds a
@@ -200,6 +223,10 @@ def _cases():
 def test_documented_command_runs(workdir, grpc_receiver, doc_line, cmd):
     if cmd == "SERVE":
         return _serve(workdir)
+    if cmd == "RECONCILE_FLOW":
+        import tempfile
+
+        return _reconcile_flow(Path(tempfile.mkdtemp(prefix="reconcile-", dir=workdir.parent)))
     if cmd == "ERASE_FLOW":
         import tempfile
 

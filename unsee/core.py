@@ -106,6 +106,10 @@ class Unsee:
       sandbox snapshot is pushed there, to the session's own repository ``unsee/s-<keyed
       hash>``, and any worker restores it from there. Without one, on a PostgreSQL store the
       local backend's snapshots go to the store and Docker's stay on the machine (logged).
+    - ``reconcile``: what follows each committed forget (docs/reconcile.md): ``"plan"`` (the
+      default) keeps its reconciliation plan and runs nothing without a decision;
+      ``"compensate"`` also runs its compensations at once (deferred calls still wait for
+      ``reconcile(event_id, run="all")``); ``"never"`` keeps no plan.
     """
 
     @classmethod

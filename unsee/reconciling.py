@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
     from unsee.middleware.recorder import Recorder
+    from unsee.middleware.store import ProvenanceStore
     from unsee.sandbox import Ledger
 
 log = logging.getLogger("unsee.reconcile")
@@ -21,6 +22,7 @@ class Unsee(Protocol):
     protocol, not the class: core imports this module."""
 
     home: Path
+    store: ProvenanceStore
     recorder: Recorder
     tracer_provider: TracerProvider
     #: ``never`` | ``plan`` | ``compensate``
@@ -52,7 +54,17 @@ def reconcile_context(u: Unsee) -> Any:
     def tools(session: str, agent: Any) -> dict[str, Any]:
         return tools_for(agent or u.recorder.agents.for_session(session), u.made_tools)
 
-    return ReconcileContext(ledger=lambda: u.ledger, tools=tools,
+    def ledger(create: bool) -> Any:
+        # (reading a plan never makes a ledger; on PostgreSQL another worker may have made it)
+        from unsee.sandbox import Ledger
+
+        if create or "ledger" in vars(u):
+            return u.ledger
+        pool = u.store.pool
+        made = Ledger.exists_on_postgres(pool) if pool is not None else (u.home / "ledger.sqlite").exists()
+        return u.ledger if made else None
+
+    return ReconcileContext(ledger=ledger, tools=tools,
                             tracer=lambda: u.tracer_provider.get_tracer("unsee.forget", version()),
                             amend_receipt=lambda event_id, items: _amend_receipt(u, event_id, items),
                             keep_record=lambda event_id, items: _keep_record(u, event_id, items))

@@ -13,13 +13,14 @@ class ReconcileError(UnseeError):
 
 
 class UnknownReconciliation(ReconcileError, LookupError):
-    """No reconciliation plan for that event id: no forget of it committed here, or it was made
-    with ``reconcile="never"`` (plan it with ``u.reconcile(event_id, run="plan", report=...)``)."""
+    """No reconciliation plan for that event id: no forget of it committed here, it left nothing
+    to reconcile (no orphaned or deferred side effect), or the home keeps none
+    (``Unsee(reconcile="never")``)."""
 
     def __init__(self, event_id: str):
         self.event_id = event_id
-        super().__init__(f"no reconciliation plan for event {event_id!r}: no committed forget of that event is "
-                         "known to this home's call ledger")
+        super().__init__(f"no reconciliation plan for event {event_id!r}: no committed forget of that event left "
+                         "anything to reconcile in this home's call ledger")
 
 
 class PlanAlreadyRun(ReconcileError, ValueError):

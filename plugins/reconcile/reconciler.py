@@ -76,14 +76,15 @@ class ReconcileOutcome(BaseModel):
 class ReconcileContext:
     """What a reconciler needs from the rest (the facade builds it).
 
-    ``ledger()``: the call ledger (plans and the rows that run them); ``tools(session, agent)``:
+    ``ledger(create)``: the call ledger (plans and the rows that run them); None when there is
+    none and ``create`` is False (reading never makes one); ``tools(session, agent)``:
     the tools this process knows for the session (the agent's, and those made by the facade),
     by name; ``tracer()``: the forget's tracer (None: not traced); ``amend_receipt(event_id,
     facts)``: sign the forget's receipt again with its reconciliation section (its path; None:
     no receipt); ``keep_record(event_id, items)``: put the compensations on the forget's view
     record."""
 
-    ledger: Callable[[], Any]
+    ledger: Callable[[bool], Any]
     tools: Callable[[str, Any], dict[str, Any]]
     tracer: Callable[[], Any] = lambda: None
     amend_receipt: Callable[[str, list[ReconcileItem]], str | None] | None = None
@@ -116,14 +117,17 @@ class Reconciler:
         from unsee.middleware.tools import idempotent
 
         plan = build_plan(report, compensators(tools), lambda name: idempotent(tools.get(name)))
-        kept = self.ctx.ledger().keep_plan(plan.event_id, plan.session_id, plan.model_dump_json())
+        ledger = self.ctx.ledger(bool(plan.items))
+        if ledger is None:  # (nothing to reconcile, and no ledger: none is made for an empty plan)
+            return plan
+        kept = ledger.keep_plan(plan.event_id, plan.session_id, plan.model_dump_json())
         faults.point("reconcile:planned")
         return self._with_states(ReconcilePlan.model_validate_json(kept))
 
     def note_span(self, event_id: str, span_context: Any) -> None:
         """Remember the forget's root span (its reconciliation's spans are its children)."""
-        ledger = self.ctx.ledger()
-        text = ledger.plan(event_id)
+        ledger = self.ctx.ledger(False)
+        text = ledger.plan(event_id) if ledger is not None else None
         if text is None or span_context is None or not getattr(span_context, "is_valid", False):
             return
         plan = ReconcilePlan.model_validate_json(text)
@@ -136,13 +140,14 @@ class Reconciler:
         """The plan of ``event_id`` with each item's state now (:class:`UnknownReconciliation`)."""
         if not isinstance(event_id, str) or not event_id:
             raise UnknownReconciliation(str(event_id))
-        text = self.ctx.ledger().plan(event_id)
+        ledger = self.ctx.ledger(False)
+        text = ledger.plan(event_id) if ledger is not None else None
         if text is None:
             raise UnknownReconciliation(event_id)
         return self._with_states(ReconcilePlan.model_validate_json(text))
 
     def _with_states(self, plan: ReconcilePlan) -> ReconcilePlan:
-        ledger = self.ctx.ledger()
+        ledger = self.ctx.ledger(True)
         states = {}
         for item in plan.items:
             rec = ledger.get(item.key) if item.actionable else None
@@ -223,7 +228,7 @@ class Reconciler:
         w.declined = [k for k, yes in approved.items() if not yes]
 
     def _run_one(self, plan: ReconcilePlan, item: ReconcileItem, call: Callable[[], Any], retry: bool) -> Ran:
-        ledger = self.ctx.ledger()
+        ledger = self.ctx.ledger(True)
         if retry and item.state == "failed":
             ledger.resolve(item.key, status="released")  # (a retry is a decision: one new attempt)
         kind = "compensation" if item.action == "compensate" else "call"
