@@ -95,7 +95,7 @@ def build_tools(u: Unsee) -> list:
 
     def reverse_refund(args: dict, result: str) -> str:
         """The payment provider's reversal of one refund (by the refund id its result named)."""
-        found = re.search(r"\bR-\d+-\d+\b", result or "")
+        found = re.search(r"\bR-\d{4}\b", result or "")
         if found is None:
             raise ValueError("the refund's result names no refund id to reverse")
         with open(payments, "a") as f:
@@ -107,12 +107,13 @@ def build_tools(u: Unsee) -> list:
         """Issue a refund for an order (moves money) to a card or account, by default the original
         payment method."""
         lines = payments.read_text().splitlines() if payments.exists() else []
-        refund_id = f"R-{order_id}-{1 + sum(line.startswith('refund ') for line in lines)}"
+        refund_id = f"R-{1 + sum(line.startswith('refund ') for line in lines):04d}"  # the provider's id
         # the provider's log: one line per payment, tagged with the session it was paid for (a card
         # shows as its last four digits, as on a statement)
-        dest = f"card-{to[-4:]}" if re.search(r"\d{4}-\d{4}", to) else to.replace(" ", "-")
+        dest = f"card-{to[-4:]}" if re.search(r"\d{4}-\d{4}", to) else "-".join(str(to).split()) or "-"
         with open(payments, "a") as f:
-            f.write(f"refund {logical_session()} {order_id} {amount:.2f} {refund_id} {dest}\n")
+            f.write(f"refund {logical_session()} {'-'.join(str(order_id).split()) or '-'} {amount:.2f} {refund_id} "
+                    f"{dest}\n")
         return f"Refund {refund_id} of {amount:.2f} EUR issued for order {order_id} to {to}."
 
     @u.tool(effect="write", sandboxed=True)

@@ -69,10 +69,18 @@ CONTENT_FREE = "N/A"
 _DECISION_MEMO = 512
 
 
-def tool_call_id(session: str, step: int | str, index: int) -> str:
-    """Deterministic tool-call id for (session, step, index)."""
-    digest = hashlib.sha256(f"unsee-call\x00{session}\x00{step}\x00{index}".encode()).hexdigest()
-    return f"call_{digest[:24]}"
+def tool_call_id(session: str, step: int | str, index: int, prompt: str = "") -> str:
+    """Deterministic tool-call id for (session, step, index, the prompt's digest): the same
+    prompt gives the same id (a replay of it, too), another prompt another id, even at the same
+    step (a conversation a summary shortened reaches an earlier message count again, and two
+    calls must never share an id: the record keys a call by it)."""
+    key = f"unsee-call\x00{session}\x00{step}\x00{index}" + (f"\x00{prompt}" if prompt else "")
+    return f"call_{hashlib.sha256(key.encode()).hexdigest()[:24]}"
+
+
+def prompt_digest(tokens: Sequence[int]) -> str:
+    """A short digest of a prompt's tokens (what tool-call ids are derived from)."""
+    return hashlib.sha256(",".join(map(str, tokens)).encode()).hexdigest()[:16]
 
 
 class LocalChatModel(BaseChatModel):
@@ -321,7 +329,7 @@ class LocalChatModel(BaseChatModel):
             )
         prefilled = len(prompt) - reused
         message = self._to_message(result.text, specs if effective != "none" else [], session, step,
-                                   result.finish_reason)
+                                   result.finish_reason, prompt_digest(prompt))
         unsee = {
             "cache_handle": f"{session}@{result.offset_end}",
             "session": session,
@@ -356,7 +364,7 @@ class LocalChatModel(BaseChatModel):
 
     @staticmethod
     def _to_message(text: str, specs: Sequence[ToolSpec], session: str, step: int | str,
-                    finish_reason: str = "stop") -> AIMessage:
+                    finish_reason: str = "stop", prompt: str = "") -> AIMessage:
         if not specs or not is_tool_call_text(text):
             return AIMessage(content=text)
         try:
@@ -373,7 +381,7 @@ class LocalChatModel(BaseChatModel):
                     "type": "invalid_tool_call",
                     "name": partial_call_name(text),
                     "args": text,
-                    "id": tool_call_id(session, step, 0),
+                    "id": tool_call_id(session, step, 0, prompt),
                     "error": reason,
                 }],
             )
@@ -381,7 +389,7 @@ class LocalChatModel(BaseChatModel):
             content="",
             tool_calls=[
                 {"type": "tool_call", "name": c.name, "args": c.arguments,
-                 "id": tool_call_id(session, step, i)}
+                 "id": tool_call_id(session, step, i, prompt)}
                 for i, c in enumerate(calls)
             ],
         )

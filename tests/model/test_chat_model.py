@@ -10,7 +10,6 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_core.tools import tool
 
 from unsee.plugins.model import LocalChatModel
-from unsee.plugins.model.chat_model import tool_call_id
 from unsee.plugins.model.sampling import seed_for
 
 pytestmark = pytest.mark.model
@@ -109,7 +108,7 @@ N_FORCED = 7
 def test_constrained_tool_calls_are_always_valid(chat_model):
     forced = chat_model.bind_tools(TOOLS, tool_choice="any")
     auto = chat_model.bind_tools(TOOLS)
-    n_calls = 0
+    n_calls, ids = 0, set()
     for i, q in enumerate(PROMPTS):
         runnable = forced if i < N_FORCED else auto
         reply = runnable.invoke([HumanMessage(q)], session="tools", max_tokens=40)
@@ -118,11 +117,14 @@ def test_constrained_tool_calls_are_always_valid(chat_model):
             assert len(reply.tool_calls) == 1, reply
         for j, call in enumerate(reply.tool_calls):
             _strict_valid(call["name"], call["args"])
-            assert call["id"] == tool_call_id("tools", 1, j)
+            assert call["id"].startswith("call_") and call["id"] not in ids  # (one prompt's, never another's)
+            ids.add(call["id"])
             n_calls += 1
         if not reply.tool_calls:
             assert isinstance(reply.content, str) and reply.content
     assert n_calls >= N_FORCED
+    again = forced.invoke([HumanMessage(PROMPTS[0])], session="tools", max_tokens=40)
+    assert again.tool_calls[0]["id"] in ids  # the same prompt gives the same id (a replay's)
     # a named tool_choice forces that tool
     named = chat_model.bind_tools(TOOLS, tool_choice="set_alarm")
     reply = named.invoke([HumanMessage("Add 2 and 2.")], session="tools", max_tokens=40)

@@ -64,7 +64,7 @@ def test_grammar_builds_for_each_choice():
 def test_tool_call_ids_are_deterministic():
     assert tool_call_id("s", 3, 0) == tool_call_id("s", 3, 0)
     assert len({tool_call_id("s", 3, 0), tool_call_id("s", 3, 1), tool_call_id("s", 4, 0),
-                tool_call_id("t", 3, 0)}) == 4
+                tool_call_id("t", 3, 0), tool_call_id("s", 3, 0, "other prompt")}) == 5
 
 
 def test_messages_render_tools_and_calls():
