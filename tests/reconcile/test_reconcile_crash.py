@@ -44,6 +44,21 @@ def forget_and_close(home, world, **kw):
     return rep
 
 
+def fresh_reconcile(home, world, event_id, **kw) -> dict:
+    """A reconcile by a fresh ``Unsee`` on the home (nothing of the crashed one kept), its tools
+    made anew: its outcome as a worker prints it, or its error."""
+    from tests.support.reconcile_worlds import outcome_json
+
+    u = Unsee(home)
+    try:
+        unsee_tools(u, world.spec, idempotent=kw.pop("idempotent", False))
+        return {"ok": outcome_json(u.reconcile(event_id, **kw))}
+    except Exception as e:
+        return {"error": type(e).__name__}
+    finally:
+        u.close()
+
+
 def receipt_states(path) -> list[str]:
     r = read_receipt(path)
     assert verify_signature(r)
@@ -94,9 +109,7 @@ def test_a_process_dying_in_a_compensator_leaves_it_in_doubt(tmp_path, bank, wor
 def test_an_idempotent_compensator_is_rolled_forward_after_a_death(tmp_path, bank, workers, reference, when):
     home = tmp_path / "home"
     u = Unsee(home)
-    from unsee.plugins.tools import compensator  # noqa: F401  (the tools declare idempotent compensators)
-
-    _, rep = forgotten(u, bank.spec, idempotent=True)
+    _, rep = forgotten(u, bank.spec, idempotent=True)  # (both compensators declared idempotent)
     u.close()
     keys = [i.key for i in rep.reconciliation.items]
     assert [i.idempotent for i in rep.reconciliation.items[:2]] == [True, True]
@@ -109,13 +122,13 @@ def test_an_idempotent_compensator_is_rolled_forward_after_a_death(tmp_path, ban
     assert effects(bank.state()) == RECONCILED + (Counter({"reverse-noop": 1}) if when == "after" else Counter())
     assert net(bank.state()) == reference("file")
     assert receipt_states(out["receipt"]) == ["done"] * 4
-    again = workers.run(home, bank.spec, rep.event_id, idempotent=True)
+    again = fresh_reconcile(home, bank, rep.event_id, run="all", idempotent=True)
     assert again["error"] == "PlanAlreadyRun"
     assert effects(bank.state())["reverse"] == 1
 
 
 @pytest.mark.parametrize("mode", ["plan", "compensate"])
-def test_a_crash_after_the_plan_was_kept(tmp_path, bank, workers, reference, mode):
+def test_a_crash_after_the_plan_was_kept(tmp_path, bank, reference, mode):
     """The forget committed and kept the plan, then died before the rest of what follows it
     (its compensations with ``compensate``, the receipt's section, the view record's items)."""
     home = tmp_path / "home"
@@ -130,7 +143,7 @@ def test_a_crash_after_the_plan_was_kept(tmp_path, bank, workers, reference, mod
     assert load_forget_record(home, rep.event_id).reconciliation == []
     u.close()
 
-    out = workers.run(home, bank.spec, rep.event_id)["ok"]
+    out = fresh_reconcile(home, bank, rep.event_id, run="all")["ok"]
     assert len(out["ran"]) == 4 and list(out["states"].values()) == ["done"] * 4
     assert net(bank.state()) == reference("file") and effects(bank.state()) == RECONCILED
     assert receipt_states(out["receipt"]) == ["done"] * 4
@@ -161,7 +174,7 @@ def test_a_crash_after_an_item_was_recorded(tmp_path, bank, workers, reference):
                                        "the view record at 'planned' for good: the next reconcile raises "
                                        "PlanAlreadyRun before it amends them (plugins/reconcile/reconciler.py "
                                        "_prepare/_finish)")
-def test_the_bookkeeping_of_the_last_item_completes_after_a_crash(tmp_path, bank, workers):
+def test_the_bookkeeping_of_the_last_item_completes_after_a_crash(tmp_path, bank):
     home = tmp_path / "home"
     u = Unsee(home)
     _, rep = forgotten(u, bank.spec)
@@ -172,7 +185,7 @@ def test_the_bookkeeping_of_the_last_item_completes_after_a_crash(tmp_path, bank
         u.reconcile(rep.event_id, "all")  # runs the last item, dies before its bookkeeping
     assert effects(bank.state()) == RECONCILED
     u.close()
-    after = workers.run(home, bank.spec, rep.event_id)
+    after = fresh_reconcile(home, bank, rep.event_id, run="all")
     assert after["error"] == "PlanAlreadyRun"  # (everything ran: right)
     assert effects(bank.state()) == RECONCILED
     # what the receipt and the view record say of the last item

@@ -8,7 +8,8 @@ payment can be reversed and an e-mail recalled. Two of them, one interface:
   log of every effect (``effects.log``, one ``O_APPEND`` line each), under an ``flock``;
 - :class:`PaymentService`: a local HTTP service (``ThreadingHTTPServer`` on 127.0.0.1:0, its
   state in memory) that :class:`HttpWorld` calls with ``urllib``; ``down`` makes an endpoint
-  answer 503 (a service that is failing), ``slow`` delays one (a call in flight).
+  answer 503 (a service that is failing), ``slow`` delays one, ``gates`` hold one until the test
+  lets it go (a call in flight: :func:`held`); ``requests`` counts what it was asked.
 
 A world is named by a *spec* (``file:<folder>`` or the service's ``http://`` URL), so a worker
 process reaches the same one (:func:`open_world`).
@@ -206,6 +207,8 @@ class PaymentService:
         self.down: set[str] = set()
         #: seconds an endpoint takes (a call in flight while another worker reconciles)
         self.slow: dict[str, float] = {}
+        #: an endpoint waits for its event before it acts (a call held in flight by the test)
+        self.gates: dict[str, threading.Event] = {}
         #: every request the service answered, by path (``/pay``, ``/reverse``, ...)
         self.requests: Counter = Counter()
         self.server: ThreadingHTTPServer | None = None
@@ -243,6 +246,8 @@ class PaymentService:
                     return self._answer(503, {"error": f"{op} is down"})
                 if delay := service.slow.get(op):
                     time.sleep(delay)
+                if (gate := service.gates.get(op)) is not None:
+                    gate.wait(timeout=60)
                 with service._lock:
                     try:
                         out = _apply(service._state, op, body)
@@ -267,6 +272,8 @@ class PaymentService:
             return json.loads(json.dumps(self._state))
 
     def stop(self) -> None:
+        for gate in self.gates.values():  # (nothing is left waiting)
+            gate.set()
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()
@@ -512,6 +519,39 @@ def forgotten(u: Any, spec: str, **tool_kw: Any) -> tuple[Any, Any]:
     report = u.forget("t1", event())
     assert report.committed, report
     return agent, report
+
+
+def wait_for(cond: Any, seconds: float) -> bool:
+    """Whether ``cond()`` became true within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def held(home: Any, workers: Any, service: PaymentService, report: Any, *, idempotent: bool = False,
+         store: str | None = None, second_waits: Any = None) -> tuple[dict, dict, bool]:
+    """Two worker processes (``workers``: tests/reconcile/conftest.py) reconcile ``report``'s forget
+    on ``home`` (and ``store``): A starts and is held inside its reversal (the service keeps the
+    request waiting); then B starts and runs until it finishes, calls the reversal too, or
+    (``second_waits()`` true) is seen waiting for A; then A is let go. Returns (A's result, B's
+    result, whether B had finished while A was held)."""
+    gate = threading.Event()
+    service.gates["reverse"] = gate
+    a = workers.start(home, service.spec, report.event_id, idempotent=idempotent, store=store)
+    try:
+        assert wait_for(lambda: service.requests["/reverse"] >= 1 or a.poll() is not None, 60), \
+            "worker A never reached its compensation"
+        assert a.poll() is None, workers.finish(a)
+        b = workers.start(home, service.spec, report.event_id, idempotent=idempotent, store=store)
+        wait_for(lambda: b.poll() is not None or service.requests["/reverse"] >= 2
+                 or (second_waits is not None and second_waits()), 60)
+        b_done_while_held = b.poll() is not None
+    finally:
+        gate.set()
+    return workers.finish(a), workers.finish(b), b_done_while_held
 
 
 # -- a worker process -----------------------------------------------------------------------------
