@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from tests.support.reconcile_worlds import (
-    TARGET, arun_agent, build_agent, effects, event, net, target_copies, unsee_tools,
+    TARGET, arun_agent, build_agent, effects, event, net, run_agent, target_copies, unsee_tools,
 )
 from unsee import Unsee
 from unsee.plugins.reconcile import NeedsAsync, PlanAlreadyRun
@@ -72,3 +72,27 @@ async def test_sync_compensators_reconcile_from_a_loop_too(tmp_path, service, re
     _, rep = forgotten(u, service.spec)
     out = await u.areconcile(rep.event_id, "all")
     assert len(out.ran) == 4 and net(service.state()) == reference("http")
+
+
+async def test_sync_tools_with_async_compensators(tmp_path, service, reference):
+    """Sync tools (a sync forget) whose compensators can only be awaited: ``compensate`` by default
+    cannot run them at a sync forget (a note, nothing run), nor can ``u.reconcile``; ``await
+    u.areconcile`` does."""
+    from unsee.plugins.tools import compensator_of
+
+    u = Unsee(tmp_path / "home", reconcile="compensate")
+    tools = unsee_tools(u, service.spec, aio_compensators=True)
+    assert tools[1].func is not None and compensator_of(tools[1]).is_async_only
+    agent = build_agent(tools, u)
+    await asyncio.to_thread(run_agent, agent)
+    rep = await asyncio.to_thread(u.forget, "t1", event())
+    assert rep.committed and [i.state for i in rep.reconciliation.items] == ["planned"] * 4
+    assert [n for n in rep.notes if "did not run" in n and "areconcile" in n]
+    assert effects(service.state()) == Counter({"pay": 1, "email": 1})
+    with pytest.raises(NeedsAsync) as e:
+        await asyncio.to_thread(u.reconcile, rep.event_id, "all")
+    assert sorted(e.value.names) == ["recall_email", "undo_transfer"]
+    assert effects(service.state()) == Counter({"pay": 1, "email": 1})
+    out = await u.areconcile(rep.event_id, "all")
+    assert len(out.ran) == 4
+    assert net(service.state()) == await asyncio.to_thread(reference, "http")

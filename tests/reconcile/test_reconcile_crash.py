@@ -127,6 +127,32 @@ def test_an_idempotent_compensator_is_rolled_forward_after_a_death(tmp_path, ban
     assert effects(bank.state())["reverse"] == 1
 
 
+@pytest.mark.parametrize("tool_idempotent", [False, True])
+def test_a_process_dying_in_a_deferred_call(tmp_path, bank, workers, reference, tool_idempotent):
+    """The deferred payment's tool dies before it pays: in doubt (the landlord is not paid twice,
+    nor at all until an operator releases it), or, the tool declared idempotent, rolled forward."""
+    home = tmp_path / "home"
+    u = Unsee(home)
+    _, rep = forgotten(u, bank.spec, tool_idempotent=tool_idempotent)
+    u.close()
+    keys = [i.key for i in rep.reconciliation.items]
+    assert rep.reconciliation.items[2].idempotent is tool_idempotent
+    workers.run(home, bank.spec, rep.event_id, crash="run-before", rc=137)
+    assert effects(bank.state()) == ORIGINAL + Counter({"reverse": 1, "recall": 1})
+    out = workers.run(home, bank.spec, rep.event_id)["ok"]
+    if tool_idempotent:
+        assert out["ran"] == keys[2:] and out["in_doubt"] == []
+    else:
+        assert out["in_doubt"] == [keys[2]] and out["ran"] == [keys[3]]
+        assert list(out["states"].values()) == ["done", "done", "started", "done"]
+        assert effects(bank.state()) == RECONCILED - Counter({"pay": 1})
+        u = Unsee(home)
+        u.ledger.resolve(keys[2], status="released")  # (an operator saw no payment)
+        u.close()
+        assert fresh_reconcile(home, bank, rep.event_id, run="all")["ok"]["ran"] == [keys[2]]
+    assert net(bank.state()) == reference("file") and effects(bank.state()) == RECONCILED
+
+
 @pytest.mark.parametrize("mode", ["plan", "compensate"])
 def test_a_crash_after_the_plan_was_kept(tmp_path, bank, reference, mode):
     """The forget committed and kept the plan, then died before the rest of what follows it

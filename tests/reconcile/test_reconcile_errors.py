@@ -188,3 +188,20 @@ def test_a_tool_without_compensator_leaves_its_call_to_a_human(tmp_path, service
     assert [(i.action, i.state, i.why) for i in facts.items][:2] == [
         ("report", "left", "no compensator declared: undo it by hand")] * 2
     assert effects(service.state()) == Counter({"pay": 2, "email": 2})
+
+
+def test_a_compensation_failing_at_forget_time_is_a_note_not_an_error(tmp_path, service, reference):
+    """``reconcile="compensate"``: a compensator that raises during the forget fails its item; the
+    forget is committed all the same and says so in its notes; a retry runs it once."""
+    u = Unsee(tmp_path / "home", reconcile="compensate")
+    service.down.add("recall")
+    _, rep = forgotten(u, service.spec)
+    assert rep.committed and rep.errors == []
+    assert [i.state for i in rep.reconciliation.items] == ["done", "failed", "planned", "planned"]
+    assert [n for n in rep.notes if n.startswith("reconcile: ") and "retry=True" in n]
+    assert effects(service.state()) == ORIGINAL + Counter({"reverse": 1})
+    service.down.clear()
+    out = u.reconcile(rep.event_id, "all", retry=True)
+    assert len(out.ran) == 3 and [i.state for i in out.plan.items] == ["done"] * 4
+    assert net(service.state()) == reference("http")
+    assert service.requests["/recall"] == 2 and effects(service.state())["recall"] == 1

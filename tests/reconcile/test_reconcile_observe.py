@@ -182,3 +182,68 @@ def test_no_file_of_the_home_holds_the_target_at_any_step(tmp_path, service):
     assert target_copies(tmp_path / "home") == {}
     # (and the needle is found where it is: the world's own copy, outside the home)
     assert TARGET in json.dumps(service.state())
+
+
+def test_a_forget_without_erasure_has_no_receipt_to_amend(tmp_path, service):
+    from tests.support.reconcile_worlds import build_agent, event, run_agent, unsee_tools
+
+    u = Unsee(tmp_path / "home")
+    run_agent(build_agent(unsee_tools(u, service.spec), u))
+    rep = u.forget("t1", event(), erase=False)
+    assert rep.committed and rep.receipt is None
+    out = u.reconcile(rep.event_id, "all")
+    assert len(out.ran) == 4 and out.receipt is None and out.errors == []
+    assert not (u.home / "receipts" / f"{rep.event_id}.json").exists()
+    assert [s["state"] for s in load_forget_record(u.home, rep.event_id).reconciliation] == ["done"] * 4
+
+
+@pytest.mark.xfail(strict=True, reason="a compensator's return value is kept verbatim in the call ledger "
+                                       "(Ledger.run_once -> result_json) after the forget's erasure: one that "
+                                       "echoes world text holding the target puts its bytes back in the home "
+                                       "(ledger.sqlite / its WAL), unmasked and unaudited")
+def test_what_a_compensator_returns_does_not_bring_the_target_back(tmp_path, service):
+    from tests.support.reconcile_worlds import HttpWorld, build_agent, event, run_agent, world_functions
+
+    world = HttpWorld(service.spec)
+
+    def recall_email(args, result):
+        """Recall the e-mail, and say what was recalled (as a mail API's answer would)."""
+        mid = result.split()[1]
+        body = next(m["body"] for m in world.state()["emails"] if m["id"] == mid)
+        world.recall(mid)
+        return f"recalled {mid}: {body}"
+
+    u = Unsee(tmp_path / "home")
+    fns = world_functions(service.spec)
+    tools = [u.tool(fns["read_inbox"], effect="read"),
+             u.tool(fns["send_money"], effect="external", compensate=fns["undo_transfer"]),
+             u.tool(fns["send_email"], effect="external", compensate=recall_email)]
+    run_agent(build_agent(tools, u))
+    rep = u.forget("t1", event())
+    assert target_copies(u.home) == {}
+    out = u.reconcile(rep.event_id, "compensate")
+    assert len(out.ran) == 2
+    u.close()
+    assert target_copies(tmp_path / "home") == {}
+
+
+def test_a_later_process_reconciling_joins_the_forgets_trace(traced, service):
+    """The plan keeps the forget's root span: a reconcile by another ``Unsee`` (a later process)
+    puts its spans under it too."""
+    make, exporter = traced
+    u = make()
+    _, rep = forgotten(u, service.spec)
+    u.flush()
+    root = the_root(exporter)
+    u.close()  # (its provider shut down, the exporter with it: the later one has its own)
+    from tests.support.reconcile_worlds import unsee_tools
+
+    later_exporter = InMemorySpanExporter()
+    later = Unsee(u.home, span_processors=[SimpleSpanProcessor(later_exporter)])
+    unsee_tools(later, service.spec)
+    later.reconcile(rep.event_id, "compensate")
+    later.flush()
+    spans = tool_spans(later_exporter)
+    assert [s.name for s in spans] == ["execute_tool undo_transfer", "execute_tool recall_email"]
+    assert all(s.parent.span_id == root.context.span_id and s.context.trace_id == root.context.trace_id
+               for s in spans)

@@ -50,3 +50,36 @@ def test_an_idempotent_compensation_in_flight_elsewhere_is_not_run_again_at_once
     assert effects(service.state())["reverse"] == 1
     # ... but it was run by one process only
     assert service.requests["/reverse"] == 1
+
+
+def test_two_threads_of_one_process_reconciling_at_once(tmp_path, service, reference):
+    """In one process the second waits for the call in flight (it is not in doubt there)."""
+    import threading
+
+    from unsee.plugins.reconcile import PlanAlreadyRun
+
+    u = Unsee(tmp_path / "home")
+    _, rep = forgotten(u, service.spec)
+    keys = [i.key for i in rep.reconciliation.items]
+    service.slow = {"reverse": 0.5}
+    start = threading.Barrier(2)
+    results: list = [None, None]
+
+    def reconcile(n):
+        start.wait()
+        try:
+            results[n] = u.reconcile(rep.event_id, "all")
+        except PlanAlreadyRun as e:
+            results[n] = e
+
+    threads = [threading.Thread(target=reconcile, args=(n,)) for n in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    outs = [r for r in results if not isinstance(r, PlanAlreadyRun)]
+    assert outs and all(r is not None for r in results)
+    ran = [k for o in outs for k in o.ran]
+    assert sorted(ran) == sorted(keys) and all(o.in_doubt == [] and o.failed == [] for o in outs)
+    assert service.requests["/reverse"] == 1 and effects(service.state()) == RECONCILED
+    assert net(service.state()) == reference("http")

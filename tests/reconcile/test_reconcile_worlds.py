@@ -25,6 +25,17 @@ ORIGINAL = Counter({"pay": 1, "email": 1})
 RECONCILED = Counter({"pay": 2, "email": 2, "reverse": 1, "recall": 1})
 
 
+def files_of(home) -> dict[str, bytes]:
+    """The bytes of the home's receipts and forget records, and the ledger's rows."""
+    from unsee.sandbox.ledger import Ledger
+
+    out = {str(p.relative_to(home)): p.read_bytes() for d in ("receipts", "forgets") for p in (home / d).glob("*")}
+    with Ledger(home / "ledger.sqlite") as led:
+        out["ledger rows"] = repr([r for r in led.calls()]).encode()
+        out["ledger plans"] = repr(led.plans()).encode()
+    return out
+
+
 def states(plan) -> list[tuple[str, str, str]]:
     return [(i.action, i.runs, i.state) for i in plan.items]
 
@@ -42,10 +53,11 @@ def test_forget_then_reconcile_all_leaves_the_reference_world(tmp_path, world, r
     # the default plans and runs nothing: the world is as the original run left it
     assert states(rep.reconciliation) == PLANNED
     assert world.state() == before and target_copies(u.home) == {}
-    # the plan reads the same, and changes nothing
+    # the plan reads the same, and changes nothing: not the world, not a file of the home
+    home_bytes = files_of(u.home)
     out = u.reconcile(rep.event_id, "plan")
     assert states(out.plan) == PLANNED and out.ran == [] and out.receipt is None
-    assert world.state() == before
+    assert world.state() == before and files_of(u.home) == home_bytes
 
     out = u.reconcile(rep.event_id, "all")
     assert states(out.plan) == DONE

@@ -22,7 +22,8 @@ reference: the same agent on a world whose inbox never held it) pays the landlor
 Run as a module it is a worker process that reconciles one forget (``python -m
 tests.support.reconcile_worlds --home ... --event ...``: :func:`main`), printing its outcome as
 one JSON line; ``--crash before|after`` makes the compensator of the payment end the process
-(``os._exit(137)``) before or after it reversed the payment.
+(``os._exit(137)``) before or after it reversed the payment, ``--crash run-before`` the payment
+tool (a deferred call run) before it pays.
 """
 
 from __future__ import annotations
@@ -345,7 +346,8 @@ def _mail_id(result: Any) -> str:
 def world_functions(spec: str, *, crash: str | None = None, aio: bool = False) -> dict[str, Any]:
     """The plain functions of the tools and compensators over the world ``spec``: ``read_inbox``,
     ``send_money``, ``send_email``, ``undo_transfer``, ``recall_email`` (``async def`` with ``aio``).
-    ``crash``: ``undo_transfer`` ends the process ``before`` or ``after`` it reversed the payment."""
+    ``crash``: ``undo_transfer`` ends the process ``before`` or ``after`` it reversed the payment;
+    ``run-before``: ``send_money`` ends it before it pays."""
     world = open_world(spec)
 
     def read_inbox() -> str:
@@ -354,6 +356,8 @@ def world_functions(spec: str, *, crash: str | None = None, aio: bool = False) -
 
     def send_money(to: str, amount: int) -> str:
         """Send money to an account."""
+        if crash == "run-before":
+            os._exit(137)
         return f"sent {amount} to {to} as {world.pay(to, amount)}"
 
     def send_email(to: str, body: str) -> str:
@@ -393,20 +397,25 @@ def _as_async(fn: Any) -> Any:
 
 
 def unsee_tools(u: Any, spec: str, *, idempotent: bool = False, crash: str | None = None, aio: bool = False,
-                compensate: bool = True) -> list[Any]:
+                compensate: bool = True, aio_compensators: bool | None = None,
+                tool_idempotent: bool = False) -> list[Any]:
     """The agent's tools made by ``u.tool`` (so a reconcile in this process finds them without an
     agent): ``send_money`` and ``send_email`` are external and declare their compensators
-    (``idempotent``: the compensators say so; ``compensate=False``: they declare none)."""
+    (``idempotent``: the compensators say so; ``compensate=False``: they declare none;
+    ``aio_compensators``: ``async def`` compensators, default as ``aio``; ``tool_idempotent``:
+    ``send_money`` itself says so)."""
     from unsee.plugins.tools import compensator
 
     fns = world_functions(spec, crash=crash, aio=aio)
+    comps = fns if aio_compensators in (None, aio) else world_functions(spec, crash=crash, aio=aio_compensators)
     read = u.tool(fns["read_inbox"], effect="read")
     if not compensate:
-        return [read, u.tool(fns["send_money"], effect="external"), u.tool(fns["send_email"], effect="external")]
-    money = u.tool(fns["send_money"], effect="external",
-                   compensate=compensator(fns["undo_transfer"], idempotent=idempotent))
+        return [read, u.tool(fns["send_money"], effect="external", idempotent=tool_idempotent),
+                u.tool(fns["send_email"], effect="external")]
+    money = u.tool(fns["send_money"], effect="external", idempotent=tool_idempotent,
+                   compensate=compensator(comps["undo_transfer"], idempotent=idempotent))
     mail = u.tool(fns["send_email"], effect="external",
-                  compensate=compensator(fns["recall_email"], idempotent=idempotent))
+                  compensate=compensator(comps["recall_email"], idempotent=idempotent))
     return [read, money, mail]
 
 
@@ -571,7 +580,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--world", required=True)
     p.add_argument("--event", required=True)
     p.add_argument("--run", default="all")
-    p.add_argument("--crash", choices=["before", "after"])
+    p.add_argument("--crash", choices=["before", "after", "run-before"])
     p.add_argument("--idempotent", action="store_true")
     p.add_argument("--retry", action="store_true")
     p.add_argument("--ready", help="a file to write once ready, then wait for --go to exist")
