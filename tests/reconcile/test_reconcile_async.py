@@ -10,10 +10,11 @@ from collections import Counter
 import pytest
 
 from tests.support.reconcile_worlds import (
-    TARGET, arun_agent, build_agent, effects, event, net, run_agent, target_copies, unsee_tools,
+    TARGET, arun_agent, build_agent, effects, event, forgotten, net, run_agent, target_copies, unsee_tools,
 )
 from unsee import Unsee
 from unsee.plugins.reconcile import NeedsAsync, PlanAlreadyRun
+from unsee.plugins.tools import compensator_of
 
 
 async def aforgotten(u, spec):
@@ -67,8 +68,6 @@ async def test_compensate_by_default_runs_async_compensators_with_aforget(tmp_pa
 async def test_sync_compensators_reconcile_from_a_loop_too(tmp_path, service, reference):
     """``areconcile`` runs a plain function compensator in a worker thread."""
     u = Unsee(tmp_path / "home")
-    from tests.support.reconcile_worlds import forgotten
-
     _, rep = forgotten(u, service.spec)
     out = await u.areconcile(rep.event_id, "all")
     assert len(out.ran) == 4 and net(service.state()) == reference("http")
@@ -78,8 +77,6 @@ async def test_sync_tools_with_async_compensators(tmp_path, service, reference):
     """Sync tools (a sync forget) whose compensators can only be awaited: ``compensate`` by default
     cannot run them at a sync forget (a note, nothing run), nor can ``u.reconcile``; ``await
     u.areconcile`` does."""
-    from unsee.plugins.tools import compensator_of
-
     u = Unsee(tmp_path / "home", reconcile="compensate")
     tools = unsee_tools(u, service.spec, aio_compensators=True)
     assert tools[1].func is not None and compensator_of(tools[1]).is_async_only

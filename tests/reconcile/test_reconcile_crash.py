@@ -19,7 +19,7 @@ from collections import Counter
 import pytest
 
 from tests.support.reconcile_worlds import (
-    FileWorld, build_agent, effects, event, forgotten, net, run_agent, target_copies, unsee_tools,
+    FileWorld, build_agent, effects, event, forgotten, net, outcome_json, run_agent, target_copies, unsee_tools,
 )
 from unsee import Unsee
 from unsee.middleware.errors import InjectedCrash
@@ -47,8 +47,6 @@ def forget_and_close(home, world, **kw):
 def fresh_reconcile(home, world, event_id, **kw) -> dict:
     """A reconcile by a fresh ``Unsee`` on the home (nothing of the crashed one kept), its tools
     made anew: its outcome as a worker prints it, or its error."""
-    from tests.support.reconcile_worlds import outcome_json
-
     u = Unsee(home)
     try:
         unsee_tools(u, world.spec, idempotent=kw.pop("idempotent", False))

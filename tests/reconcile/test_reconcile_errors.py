@@ -8,8 +8,11 @@ from collections import Counter
 
 import pytest
 
-from tests.support.reconcile_worlds import effects, forgotten, net, target_copies, unsee_tools
+from tests.support.reconcile_worlds import (
+    build_agent, effects, event, forgotten, net, run_agent, target_copies, unsee_tools,
+)
 from unsee import Unsee
+from unsee.plugins.erasure import read_receipt
 from unsee.middleware.errors import InvalidArgument
 from unsee.plugins.reconcile import (
     CompensationFailed, CompensatorUnavailable, InvalidDecision, PlanAlreadyRun, ReconcileError,
@@ -71,8 +74,6 @@ def test_a_raising_compensator_fails_its_item_only_until_retried(tmp_path, servi
     assert effects(service.state()) == Counter({"pay": 2, "email": 2, "recall": 1})  # no reversal
     assert service.requests["/reverse"] == 1
     # its receipt says so (the error's type, not its message)
-    from unsee.plugins.erasure import read_receipt
-
     facts = read_receipt(out.receipt).reconciliation
     assert [(i.state, i.why) for i in facts.items][0] == ("failed", "ServiceDown")
 
@@ -169,13 +170,8 @@ def test_compensate_only_for_external_tools(tmp_path):
 def test_a_tool_without_compensator_leaves_its_call_to_a_human(tmp_path, service):
     """No compensator declared: the plan reports the call (left), never runs anything for it, and
     the receipt says a human must undo it."""
-    from unsee.plugins.erasure import read_receipt
-
     u = Unsee(tmp_path / "home")
-    agent_tools = unsee_tools(u, service.spec, compensate=False)
-    from tests.support.reconcile_worlds import build_agent, event, run_agent
-
-    run_agent(build_agent(agent_tools, u))
+    run_agent(build_agent(unsee_tools(u, service.spec, compensate=False), u))
     rep = u.forget("t1", event())
     assert [(i.action, i.state) for i in rep.reconciliation.items] == [
         ("report", "left"), ("report", "left"), ("run", "planned"), ("run", "planned")]

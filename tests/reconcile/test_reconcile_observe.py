@@ -13,9 +13,13 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from tests.support.reconcile_worlds import COMPENSATOR_SAW, TARGET, forgotten, target_copies
+from tests.support.reconcile_worlds import (
+    COMPENSATOR_SAW, TARGET, HttpWorld, build_agent, event, forgotten, run_agent, target_copies, unsee_tools,
+    world_functions,
+)
 from unsee import Unsee
 from unsee.plugins.erasure import read_receipt, verify_signature
+from unsee.plugins.reconcile import CompensationFailed
 from unsee.plugins.view import load_forget_record
 
 FORGET_ROOT = "invoke_workflow unsee.forget"
@@ -33,7 +37,8 @@ def traced(tmp_path):
 
     yield make, exporter
     for u in made:
-        u.close()
+        if not getattr(u.store, "_closed", True):  # (the suite closes what a body left open)
+            u.close()
 
 
 def tool_spans(exporter):
@@ -118,8 +123,6 @@ def test_compensations_run_at_forget_time_are_in_the_forgets_trace_too(traced, s
 
 
 def test_a_failed_compensation_is_an_error_span(traced, service):
-    from unsee.plugins.reconcile import CompensationFailed
-
     make, exporter = traced
     u = make()
     _, rep = forgotten(u, service.spec)
@@ -185,8 +188,6 @@ def test_no_file_of_the_home_holds_the_target_at_any_step(tmp_path, service):
 
 
 def test_a_forget_without_erasure_has_no_receipt_to_amend(tmp_path, service):
-    from tests.support.reconcile_worlds import build_agent, event, run_agent, unsee_tools
-
     u = Unsee(tmp_path / "home")
     run_agent(build_agent(unsee_tools(u, service.spec), u))
     rep = u.forget("t1", event(), erase=False)
@@ -202,8 +203,6 @@ def test_a_forget_without_erasure_has_no_receipt_to_amend(tmp_path, service):
                                        "echoes world text holding the target puts its bytes back in the home "
                                        "(ledger.sqlite / its WAL), unmasked and unaudited")
 def test_what_a_compensator_returns_does_not_bring_the_target_back(tmp_path, service):
-    from tests.support.reconcile_worlds import HttpWorld, build_agent, event, run_agent, world_functions
-
     world = HttpWorld(service.spec)
 
     def recall_email(args, result):
@@ -236,7 +235,6 @@ def test_a_later_process_reconciling_joins_the_forgets_trace(traced, service):
     u.flush()
     root = the_root(exporter)
     u.close()  # (its provider shut down, the exporter with it: the later one has its own)
-    from tests.support.reconcile_worlds import unsee_tools
 
     later_exporter = InMemorySpanExporter()
     later = Unsee(u.home, span_processors=[SimpleSpanProcessor(later_exporter)])

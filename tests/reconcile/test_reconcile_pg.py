@@ -118,7 +118,8 @@ def waiting_for_a_lock(url: str) -> bool:
     import psycopg
 
     with psycopg.connect(url) as conn:
-        return conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").fetchone()[0] > 0
+        return conn.execute("SELECT count(*) FROM pg_locks "
+                            "WHERE locktype = 'advisory' AND NOT granted").fetchone()[0] > 0
 
 
 @pytest.mark.parametrize("idempotent", [False, True])

@@ -22,7 +22,7 @@ from unsee.plugins.erasure.receipt import (
 from unsee.plugins.forget import ForgetReport
 from unsee.plugins.forget.report import SideEffect
 from unsee.plugins.reconcile import (
-    InvalidDecision, ReconcileItem, ReconcilePlan, approval_request, build_plan, decisions, item_key,
+    InvalidDecision, ReconcilePlan, approval_request, build_plan, decisions, item_key,
 )
 from unsee.plugins.reconcile.plan import state_of
 from unsee.plugins.tools import compensator

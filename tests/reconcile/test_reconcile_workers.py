@@ -6,6 +6,7 @@ service). (PostgreSQL, where the second waits for the first: test_reconcile_pg.p
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from tests.support.reconcile_worlds import effects, forgotten, held, net, target_copies
 from unsee import Unsee
 from unsee.plugins.erasure import read_receipt
+from unsee.plugins.reconcile import PlanAlreadyRun
 
 RECONCILED = Counter({"pay": 2, "email": 2, "reverse": 1, "recall": 1})
 
@@ -54,10 +56,6 @@ def test_an_idempotent_compensation_in_flight_elsewhere_is_not_run_again_at_once
 
 def test_two_threads_of_one_process_reconciling_at_once(tmp_path, service, reference):
     """In one process the second waits for the call in flight (it is not in doubt there)."""
-    import threading
-
-    from unsee.plugins.reconcile import PlanAlreadyRun
-
     u = Unsee(tmp_path / "home")
     _, rep = forgotten(u, service.spec)
     keys = [i.key for i in rep.reconciliation.items]
