@@ -52,7 +52,9 @@ comes back as a list.
 Concurrency: one SQLite connection per thread, WAL, ``synchronous=FULL``,
 ``BEGIN IMMEDIATE`` around every check-and-claim. Identical concurrent calls
 in one process wait for the one in flight instead of reporting it in doubt.
-On SQLite, a call another *process* is firing right now reads as in doubt.
+A call another *process* is firing right now is waited for, then answered from its record: the
+firer holds a lock the kernel frees if it dies (SQLite: an ``flock`` on ``<ledger>.locks/<call
+id>``; PostgreSQL: an advisory lock, below), so only a dead firer's call reads as in doubt.
 
 Two engines, one state machine
     ``Ledger(path)`` keeps the rows in a SQLite file (``<home>/ledger.sqlite``);
@@ -87,6 +89,7 @@ PostgreSQL: at most once across processes and machines
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 import time
@@ -235,6 +238,7 @@ class Ledger:
         *,
         kind: Literal["call", "compensation"] = "call",
         idempotent: bool = False,
+        describe_error: Callable[[BaseException], str] | None = None,
     ) -> Outcome:
         """Run ``fn`` at most once under the id ``key`` (not derived from the arguments: a
         reconciliation keys each action by the forget event and the call it acts on), across
@@ -245,7 +249,8 @@ class Ledger:
         process that died is in doubt (not run again) unless ``idempotent``: running it again
         does nothing more, so it is claimed again and run (rolled forward), by one process
         only. A failed row is not run again until :meth:`resolve` releases it. ``fn`` raising
-        is recorded and re-raised."""
+        is recorded (as ``describe_error(exc)`` says, by default its type and message) and
+        re-raised."""
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {sorted(KINDS)}, not {kind!r}")
         if not isinstance(key, str) or not key:
@@ -253,10 +258,10 @@ class Ledger:
         self._check_open()
         base = dict(call_id=key, session=session, tool=tool, args_json=canonical_json(args), occurrence=0,
                     effect="external")
-        return self._outbox(base, fn, KINDS[kind], idempotent=idempotent)
+        return self._outbox(base, fn, KINDS[kind], idempotent=idempotent, describe_error=describe_error)
 
     def _outbox(self, base: dict[str, Any], fn: Callable[[], Any], steps: Steps, *,
-                idempotent: bool = False) -> Outcome:
+                idempotent: bool = False, describe_error: Callable[[BaseException], str] | None = None) -> Outcome:
         cid = base["call_id"]
         while True:
             decision, record, hold = self._decide(base, steps, idempotent)
@@ -276,7 +281,8 @@ class Ledger:
             value = fn()
         except Exception as exc:
             try:
-                self._finish(cid, steps.failed, None, f"{type(exc).__name__}: {exc}", hold)
+                error = describe_error(exc) if describe_error is not None else f"{type(exc).__name__}: {exc}"
+                self._finish(cid, steps.failed, None, error, hold)
             finally:
                 self._release(cid, hold)
             raise
@@ -498,6 +504,31 @@ class Ledger:
         with self._engine.read() as c:
             return [tuple(r) for r in c.execute(sql + " ORDER BY created_at, event_id",
                                                 (session,) if session else ()).fetchall()]
+
+    def redact_plans(self, select: Callable[[str], bool], scrub: Callable[[Any], Any]) -> list[str]:
+        """Scrub the plans whose JSON ``select`` picks: ``scrub`` maps the plan's decoded JSON to what
+        is kept (an erasure: its target replaced in every text). Returns the event ids scrubbed; run
+        ``vacuum()`` afterwards."""
+        self._check_open()
+        done = []
+        with self._engine.tx() as c:
+            rows = c.execute("SELECT event_id, plan_json FROM {p}" + self._engine.for_update).fetchall()
+            for event_id, text in rows:
+                if not select(text):
+                    continue
+                c.execute("UPDATE {p} SET plan_json=?, updated_at=? WHERE event_id=?",
+                          (json.dumps(scrub(json.loads(text)), ensure_ascii=False), time.time(), event_id))
+                done.append(event_id)
+        return done
+
+    def drop_plans(self, sessions: Callable[[str], bool]) -> int:
+        """Delete the plans of the sessions ``sessions`` picks (a data subject's erasure); how many."""
+        self._check_open()
+        with self._engine.tx() as c:
+            picked = [e for e, s in c.execute("SELECT event_id, session FROM {p}").fetchall() if sessions(s)]
+            for event_id in picked:
+                c.execute("DELETE FROM {p} WHERE event_id=?", (event_id,))
+        return len(picked)
 
     def delete(self, *, session: str | None = None, call_ids: list[str] | None = None) -> int:
         """Delete records (erasure); returns how many. Run ``vacuum()`` afterwards to drop

@@ -1,16 +1,25 @@
 """The call ledger's SQLite engine: a file, one connection per thread, WAL, ``synchronous=FULL``,
-``BEGIN IMMEDIATE`` around every check-and-claim (``<home>/ledger.sqlite``)."""
+``BEGIN IMMEDIATE`` around every check-and-claim (``<home>/ledger.sqlite``).
+
+A call being fired holds an exclusive ``flock`` on a lock file of its own
+(``<ledger>.locks/<call id>``, removed once its outcome is recorded): the kernel
+frees it when the firer dies, so whoever finds the call firing can tell a live
+firer on this machine (the lock is held: wait for it) from a dead one (free: in
+doubt), as the advisory lock does on PostgreSQL."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import os
 import sqlite3
 import threading
 from pathlib import Path
 from typing import Any, Iterator
 
 from .errors import LedgerError
-from .ledger_engine import PLANS_SCHEMA, SCHEMA, LedgerEngine, Sql
+from .ledger_engine import PLANS_SCHEMA, SCHEMA, LedgerEngine, Sql, get_record
+from .ledger_states import CallRecord
 
 
 class SqliteEngine(LedgerEngine):
@@ -60,6 +69,37 @@ class SqliteEngine(LedgerEngine):
     @contextlib.contextmanager
     def read(self, hold: Any = None) -> Iterator[Sql]:
         yield Sql(self._conn(), self.table, False)
+
+    # -- a live firer, told from a dead one --------------------------------------------------
+    def _lock_file(self, cid: str) -> int:
+        folder = self.path.with_name(self.path.name + ".locks")
+        folder.mkdir(exist_ok=True)
+        return os.open(folder / cid, os.O_RDWR | os.O_CREAT, 0o600)
+
+    def hold(self, cid: str) -> Any:
+        fd = self._lock_file(cid)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # (blocks while another live process fires this call)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, cid
+
+    def release(self, hold: Any) -> None:
+        if hold is None:
+            return
+        fd, cid = hold
+        with contextlib.suppress(OSError):  # (the outcome is recorded: nobody needs the file)
+            os.unlink(self.path.with_name(self.path.name + ".locks") / cid)
+        os.close(fd)  # (closing frees the lock)
+
+    def settle(self, cid: str) -> CallRecord | None:
+        hold = self.hold(cid)  # held: a live firer; it is waited for, then the record is read
+        try:
+            with self.read() as c:
+                return get_record(c, cid)
+        finally:
+            self.release(hold)
 
     def vacuum(self) -> bool:
         conn = self._conn()

@@ -3,7 +3,6 @@ committed forget by the home's default (``Unsee(reconcile="never"|"plan"|"compen
 
 from __future__ import annotations
 
-import logging
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -11,11 +10,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
+    from unsee.middleware.hashing import ContentHasher
     from unsee.middleware.recorder import Recorder
     from unsee.middleware.store import ProvenanceStore
     from unsee.sandbox import Ledger
-
-log = logging.getLogger("unsee.reconcile")
 
 class Unsee(Protocol):
     """What the reconciliation's wiring reads from the facade (``unsee.core.Unsee`` is one). A
@@ -23,6 +21,7 @@ class Unsee(Protocol):
 
     home: Path
     store: ProvenanceStore
+    hasher: ContentHasher
     recorder: Recorder
     tracer_provider: TracerProvider
     #: ``never`` | ``plan`` | ``compensate``
@@ -64,7 +63,7 @@ def reconcile_context(u: Unsee) -> Any:
         made = Ledger.exists_on_postgres(pool) if pool is not None else (u.home / "ledger.sqlite").exists()
         return u.ledger if made else None
 
-    return ReconcileContext(ledger=ledger, tools=tools,
+    return ReconcileContext(ledger=ledger, tools=tools, keyed_hash=u.hasher.hash,
                             tracer=lambda: u.tracer_provider.get_tracer("unsee.forget", version()),
                             amend_receipt=lambda event_id, items: _amend_receipt(u, event_id, items),
                             keep_record=lambda event_id, items: _keep_record(u, event_id, items))
@@ -109,7 +108,7 @@ class ReconcileAfterForget:
     def __init__(self, u: Unsee):
         self.u = u
 
-    def after_forget(self, report: Any, agent: Any, span_context: Any) -> Any:
+    def after_forget(self, report: Any, agent: Any, span_context: Any, event: Any) -> Any:
         mode = self.u.reconcile_default
         if mode == "never":
             return report
@@ -117,7 +116,7 @@ class ReconcileAfterForget:
         from unsee.plugins.reconcile import CompensationFailed, ReconcileError
 
         rec = self.u.reconciler
-        plan = rec.keep(report, agent)
+        plan = rec.keep(report, agent, target_length=len(getattr(event, "target", "") or ""))
         rec.note_span(report.event_id, span_context)
         notes = list(report.notes)
         ran = False
@@ -130,12 +129,7 @@ class ReconcileAfterForget:
                 notes.append(f"reconcile: {e}")
             except ReconcileError as e:  # (nothing ran: the plan waits for a reconcile that can)
                 notes.append(f"reconcile: the compensations did not run: {e}")
-        if plan.items and not ran:  # (a run amends it itself) the receipt states what is owed
-            try:
-                _amend_receipt(self.u, report.event_id, plan.items)
-                _keep_record(self.u, report.event_id, plan.items)
-            except Exception:
-                log.warning("could not put the reconciliation plan of %s on its receipt", report.event_id,
-                            exc_info=True)
-        receipt = report.receipt
-        return report.model_copy(update={"reconciliation": plan, "notes": notes, "receipt": receipt})
+        if plan.items and not ran:  # (a run brings them up to date itself) the receipt states what is owed
+            _, errors = rec.bookkeep(plan)
+            notes.extend(f"reconcile: could not update the {e}" for e in errors)
+        return report.model_copy(update={"reconciliation": plan, "notes": notes})

@@ -113,13 +113,15 @@ class LedgerRoute(Route):
         # ledger file are attributed to it by owners.py; erase() still redacts them: below)
         holds = self._holds(scope)
         records = [rec for rec in self.ledger.calls() if holds(rec)]
-        out.value_copies = sum(1 for rec in records if owner_of(rec.session) == scope.session)
+        plans = [session for _, session, text in self.ledger.plans() if scope.holds(text)]
+        out.value_copies = (sum(1 for rec in records if owner_of(rec.session) == scope.session)
+                            + sum(1 for session in plans if owner_of(session) == scope.session))
         if self.ledger.path is not None:
             out.add_files(self.files(), scope)
         else:  # a database server: no bytes to read; other sessions' calls are listed as theirs
-            for rec in records:
-                if owner_of(rec.session) != scope.session:
-                    out.add_other(owner_of(rec.session), "the call ledger (stored texts)", 1)
+            for owner in [owner_of(rec.session) for rec in records] + [owner_of(session) for session in plans]:
+                if owner != scope.session:
+                    out.add_other(owner, "the call ledger (stored texts)", 1)
         return out
 
     def _vacuum_notes(self) -> list[str]:
@@ -133,13 +135,19 @@ class LedgerRoute(Route):
         """The subject's calls lose their text (arguments, results, errors -> keyed hashes); the
         fact of each call stays, so a real side effect is still never fired twice."""
         ids = self.ledger.redact(lambda rec: subject.owns(rec.session), self.hasher.hash)
-        return [f"{len(ids)} call records redacted (facts kept as keyed hashes)"] + self._vacuum_notes()
+        plans = self.ledger.drop_plans(subject.owns)  # (their sessions are gone: nothing left to reconcile)
+        return ([f"{len(ids)} call records redacted (facts kept as keyed hashes)"]
+                + ([f"{plans} reconciliation plans dropped"] if plans else []) + self._vacuum_notes())
 
     def erase(self, scope: Scope) -> list[str]:
         # Every session, not only this one: a call of another session that holds the target
         # is a copy of it too (the ledger keeps the fact, never needs the text).
         ids = self.ledger.redact(self._holds(scope), self.hasher.hash)
-        return ([f"{len(ids)} call records redacted"] if ids else []) + self._vacuum_notes()
+        # a reconciliation plan holds calls' arguments too (another forget's, of another target)
+        mark = f"[erased {self.hasher.hash(scope.target)}]"
+        plans = self.ledger.redact_plans(scope.holds, lambda value: _replaced(value, scope.target, mark))
+        return ([f"{len(ids)} call records redacted"] if ids else []) + (
+            [f"{len(plans)} reconciliation plans scrubbed"] if plans else []) + self._vacuum_notes()
 
     def unreachable(self) -> list[str]:
         if self.ledger.path is not None:
@@ -219,6 +227,17 @@ def log_export(home: Path, session: str, kind: str, to: str, spans: int, payload
 def records_route(ctx, agent):
     """unsee's records and vault (always there)."""
     return RecordsRoute(ctx.records)
+
+
+def _replaced(value: Any, target: str, mark: str) -> Any:
+    """A decoded JSON value with ``target`` replaced by ``mark`` in every text (keys included)."""
+    if isinstance(value, str):
+        return value.replace(target, mark)
+    if isinstance(value, dict):
+        return {_replaced(k, target, mark): _replaced(v, target, mark) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_replaced(v, target, mark) for v in value]
+    return value
 
 
 def ledger_route(ctx, agent):

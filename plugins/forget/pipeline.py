@@ -227,7 +227,7 @@ class RevocationPipeline:
                 return rep
             try:
                 return after.after_forget(rep, self.forgetter.agent_for(session, r.request.agent),
-                                          self._roots.pop(rep.event_id, None))
+                                          self._roots.pop(rep.event_id, None), r.request.event)
             except Exception as e:
                 log.warning("could not reconcile after forget %s", rep.event_id, exc_info=True)
                 return _with_error(rep, StepError.of("reconcile", e))

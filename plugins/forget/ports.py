@@ -178,7 +178,7 @@ class AfterForget(Protocol):
     report with what it did on it; an observer: the pipeline logs its failures and puts them on
     the report, never lets them fail the forget."""
 
-    def after_forget(self, report: Any, agent: Any, span_context: Any) -> Any: ...
+    def after_forget(self, report: Any, agent: Any, span_context: Any, event: Any) -> Any: ...
 
 
 def _nothing() -> None:

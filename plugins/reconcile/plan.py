@@ -101,6 +101,13 @@ class ReconcilePlan(BaseModel):
     #: the forget's root span (``trace_id``, ``span_id`` as hex): its reconciliation's spans are
     #: its children; None when the forget was not traced
     forget_span: tuple[str, str] | None = None
+    #: the target's length in characters (with ``target_hash``, what finds it in what a
+    #: compensator returns: ``masking``); 0: unknown (nothing is searched)
+    target_length: int = 0
+    #: each item's state as the receipt and the view record last said it (key -> state): a
+    #: reconcile that finds them behind the ledger (a process died between the two) brings them
+    #: up to date
+    recorded: dict[str, str] = Field(default_factory=dict)
 
     def by_action(self, action: Action) -> list[ReconcileItem]:
         return [i for i in self.items if i.action == action]
@@ -137,10 +144,15 @@ def _human(tool: str, args: dict[str, Any]) -> str:
             f"(or declare compensate= on {tool} and plan again for later forgets)")
 
 
-def build_plan(report: Any, compensators: Mapping[str, Any], idempotent: Callable[[str], bool]) -> ReconcilePlan:
+def build_plan(report: Any, compensators: Mapping[str, Any], idempotent: Callable[[str], bool],
+               earlier_runs: Mapping[tuple[str, str], list[str]] | None = None,
+               target_length: int = 0) -> ReconcilePlan:
     """The plan of a forget from its report (``ForgetReport``): ``compensators`` maps a tool name to
     its compensator (a ``Compensator``: a ``str``, its name; ``.idempotent``), ``idempotent(tool)``
-    says whether a deferred tool may run again after a crash."""
+    says whether a deferred tool may run again after a crash. ``earlier_runs``: the keys of the
+    deferred calls earlier reconciliations of the session ran, by (tool, canonical JSON of the
+    arguments): a deferred call the counterfactual wants again takes an earlier one's key, so the
+    call it already made is never made twice."""
     event = report.event_id
     items: list[ReconcileItem] = []
     for effect in report.orphaned_side_effects:
@@ -156,7 +168,16 @@ def build_plan(report: Any, compensators: Mapping[str, Any], idempotent: Callabl
                                        args=dict(effect.args), result=effect.result,
                                        call_artifact_id=effect.call_artifact_id, state="left",
                                        why=_human(effect.tool, dict(effect.args))))
+    unused = {k: list(v) for k, v in (earlier_runs or {}).items()}
     for n, effect in enumerate(report.deferred_side_effects):
-        items.append(ReconcileItem(key=item_key(event, "run", [n, effect.tool, effect.args]), action="run",
-                                   tool=effect.tool, args=dict(effect.args), idempotent=idempotent(effect.tool)))
-    return ReconcilePlan(event_id=event, session_id=report.session_id, target_hash=report.target_hash, items=items)
+        made = unused.get((effect.tool, args_text(effect.args)))
+        key = made.pop(0) if made else item_key(event, "run", [n, effect.tool, effect.args])
+        items.append(ReconcileItem(key=key, action="run", tool=effect.tool, args=dict(effect.args),
+                                   idempotent=idempotent(effect.tool)))
+    return ReconcilePlan(event_id=event, session_id=report.session_id, target_hash=report.target_hash, items=items,
+                         target_length=target_length)
+
+
+def args_text(args: Any) -> str:
+    """The arguments of a call as one text (sorted keys): how two calls' arguments are compared."""
+    return json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)

@@ -38,7 +38,8 @@ from .catalog import agent_tools, compensators, tool_map
 from .errors import (
     CompensationFailed, CompensatorUnavailable, NeedsAsync, PlanAlreadyRun, UnknownReconciliation,
 )
-from .plan import ReconcileItem, ReconcilePlan, build_plan, state_of
+from .masking import mask_value
+from .plan import ReconcileItem, ReconcilePlan, args_text, build_plan, state_of
 from .trace import Ran, reconcile_spans
 
 __all__ = ["ReconcileContext", "Reconciler", "ReconcileOutcome", "RUNS"]
@@ -87,6 +88,9 @@ class ReconcileContext:
     ledger: Callable[[bool], Any]
     tools: Callable[[str, Any], dict[str, Any]]
     tracer: Callable[[], Any] = lambda: None
+    #: the home's keyed hash (``ContentHasher.hash``): what finds the target, by its hash, in what a
+    #: compensator returns (None: nothing is searched)
+    keyed_hash: Callable[[str], str] | None = None
     amend_receipt: Callable[[str, list[ReconcileItem]], str | None] | None = None
     keep_record: Callable[[str, list[ReconcileItem]], None] | None = None
 
@@ -110,19 +114,35 @@ class Reconciler:
         self.ctx = ctx
 
     # -- plans ----------------------------------------------------------------------------------
-    def keep(self, report: Any, agent: Any = None) -> ReconcilePlan:
+    def keep(self, report: Any, agent: Any = None, target_length: int = 0) -> ReconcilePlan:
         """The plan of a committed forget (``ForgetReport``), kept in the ledger (the first kept
-        plan of the event stands: a second forget process or a rerun reads that one)."""
+        plan of the event stands: a second forget process or a rerun reads that one).
+        ``target_length``: the target's length (what finds it in what compensators return)."""
         tools = self.ctx.tools(report.session_id, agent)
         from unsee.middleware.tools import idempotent
 
-        plan = build_plan(report, compensators(tools), lambda name: idempotent(tools.get(name)))
+        plan = build_plan(report, compensators(tools), lambda name: idempotent(tools.get(name)),
+                          earlier_runs=self._earlier_runs(report.session_id, report.event_id),
+                          target_length=target_length)
         ledger = self.ctx.ledger(bool(plan.items))
         if ledger is None:  # (nothing to reconcile, and no ledger: none is made for an empty plan)
             return plan
         kept = ledger.keep_plan(plan.event_id, plan.session_id, plan.model_dump_json())
         faults.point("reconcile:planned")
         return self._with_states(ReconcilePlan.model_validate_json(kept))
+
+    def _earlier_runs(self, session: str, event_id: str) -> dict[tuple[str, str], list[str]]:
+        """The deferred calls earlier reconciliations of ``session`` ran (or started), by (tool,
+        arguments): they are in the world now, whatever the session's record says."""
+        ledger = self.ctx.ledger(False)
+        out: dict[tuple[str, str], list[str]] = {}
+        for other, _, text in (ledger.plans(session=session) if ledger is not None else []):
+            if other == event_id:
+                continue
+            for item in self._with_states(ReconcilePlan.model_validate_json(text)).items:
+                if item.action == "run" and item.state in ("done", "started"):
+                    out.setdefault((item.tool, args_text(item.args)), []).append(item.key)
+        return out
 
     def note_span(self, event_id: str, span_context: Any) -> None:
         """Remember the forget's root span (its reconciliation's spans are its children)."""
@@ -203,6 +223,8 @@ class Reconciler:
             return w
         w.items = [i for i in wanted if i.state in ("planned", "started") or (retry and i.state == "failed")]
         if not w.items:
+            if self._behind(plan):  # (a reconcile died after its items, before its receipt and record,
+                self.bookkeep(plan)  # or an operator settled one: they are brought up to date first)
             raise PlanAlreadyRun(event_id, failed=sum(i.state == "failed" for i in wanted))
         tools = self.ctx.tools(plan.session_id, agent)
         comps = compensators(tools)
@@ -233,11 +255,13 @@ class Reconciler:
             ledger.resolve(item.key, status="released")  # (a retry is a decision: one new attempt)
         kind = "compensation" if item.action == "compensate" else "call"
         args = {"args": item.args, "of": item.call_artifact_id or item.tool}
+        mask = self._mask(plan)
         t0 = time.time_ns()
         error = None
         try:
-            out = ledger.run_once(item.key, plan.session_id, item.runs, args, call, kind=kind,
-                                  idempotent=item.idempotent)
+            out = ledger.run_once(item.key, plan.session_id, item.runs, args, lambda: mask(call()), kind=kind,
+                                  idempotent=item.idempotent,
+                                  describe_error=lambda e: f"{type(e).__name__}: {mask(str(e))}")
             disposition = out.disposition
         except Exception as e:  # recorded failed by the ledger
             disposition, error = "failed", type(e).__name__
@@ -246,14 +270,43 @@ class Reconciler:
         faults.point("reconcile:recorded")
         return Ran(item, t0, time.time_ns(), disposition, state_of(item.action, rec.status if rec else None), error)
 
+    def _mask(self, plan: ReconcilePlan) -> Callable[[Any], Any]:
+        """What is kept of a returned value (and an error's message): the target masked (``masking``)."""
+        keyed_hash = self.ctx.keyed_hash
+        if keyed_hash is None or plan.target_length <= 0:
+            return lambda value: value
+        return lambda value: mask_value(value, plan.target_hash, plan.target_length, keyed_hash)
+
+    def _behind(self, plan: ReconcilePlan) -> bool:
+        return any(plan.recorded.get(i.key) != i.state for i in plan.items)
+
+    def bookkeep(self, plan: ReconcilePlan, ran: list[Ran] | None = None) -> tuple[str | None, list[str]]:
+        """Bring the forget's receipt and view record up to the plan's states (and send the spans
+        of what ran); then note in the plan what they say. Observers: (receipt path, errors)."""
+        errors: list[str] = []
+        receipt = self._observe("receipt", errors, self.ctx.amend_receipt, plan.event_id, plan.items)
+        self._observe("view record", errors, self.ctx.keep_record, plan.event_id, plan.items)
+        if ran:
+            self._observe("trace", errors, self._trace, plan, ran)
+        if not errors:
+            self._observe("plan", errors, self._note_recorded, plan)
+        return receipt, errors
+
+    def _note_recorded(self, plan: ReconcilePlan) -> None:
+        ledger = self.ctx.ledger(True)
+        text = ledger.plan(plan.event_id)
+        if text is None:
+            return
+        kept = ReconcilePlan.model_validate_json(text)
+        ledger.replace_plan(plan.event_id, kept.model_copy(
+            update={"recorded": {i.key: i.state for i in plan.items}}).model_dump_json())
+
     def _finish(self, w: _Work) -> ReconcileOutcome:
         plan = self._with_states(w.plan)
         errors: list[str] = []
         receipt = None
         if w.ran:
-            receipt = self._observe("receipt", errors, self.ctx.amend_receipt, plan.event_id, plan.items)
-            self._observe("view record", errors, self.ctx.keep_record, plan.event_id, plan.items)
-            self._observe("trace", errors, self._trace, plan, w.ran)
+            receipt, errors = self.bookkeep(plan, w.ran)
         outcome = ReconcileOutcome(
             event_id=plan.event_id, run=w.run, plan=plan,
             ran=[r.item.key for r in w.ran if r.disposition == "fired"],

@@ -194,10 +194,6 @@ def test_a_crash_after_an_item_was_recorded(tmp_path, bank, workers, reference):
     assert record_states(home, rep.event_id) == [("compensation", "done")] * 2 + [("deferred_run", "done")] * 2
 
 
-@pytest.mark.xfail(strict=True, reason="a crash after the last pending item was recorded leaves the receipt and "
-                                       "the view record at 'planned' for good: the next reconcile raises "
-                                       "PlanAlreadyRun before it amends them (plugins/reconcile/reconciler.py "
-                                       "_prepare/_finish)")
 def test_the_bookkeeping_of_the_last_item_completes_after_a_crash(tmp_path, bank):
     home = tmp_path / "home"
     u = Unsee(home)

@@ -45,20 +45,12 @@ def twice(tmp_path, service):
     u.close()
 
 
-@pytest.mark.xfail(strict=True, reason="a deferred call that a reconciliation ran is not known to the session's "
-                                       "record as fired: the next forget of the session defers it again and its "
-                                       "plan runs it a second time (the landlord paid twice); what it sent is not "
-                                       "planned for compensation either")
 def test_a_later_forget_does_not_run_again_what_a_reconciliation_ran(tmp_path, service, twice):
     u, second = twice
     assert net(service.state())["payments"] == reference_without_both(tmp_path)["payments"]
     assert effects(service.state())["pay"] == 2
 
 
-@pytest.mark.xfail(strict=True, reason="the erasure of a later forget redacts the ledger's call rows but not its "
-                                       "reconciliation plans (Ledger.redact never touches the plans table): the "
-                                       "first forget's plan keeps the second target in its items' arguments, so "
-                                       "the second forget is not erased clean")
 def test_a_later_forget_erases_what_an_earlier_plan_holds(tmp_path, service, twice):
     u, second = twice
     u.flush()

@@ -198,10 +198,6 @@ def test_a_forget_without_erasure_has_no_receipt_to_amend(tmp_path, service):
     assert [s["state"] for s in load_forget_record(u.home, rep.event_id).reconciliation] == ["done"] * 4
 
 
-@pytest.mark.xfail(strict=True, reason="a compensator's return value is kept verbatim in the call ledger "
-                                       "(Ledger.run_once -> result_json) after the forget's erasure: one that "
-                                       "echoes world text holding the target puts its bytes back in the home "
-                                       "(ledger.sqlite / its WAL), unmasked and unaudited")
 def test_what_a_compensator_returns_does_not_bring_the_target_back(tmp_path, service):
     world = HttpWorld(service.spec)
 
