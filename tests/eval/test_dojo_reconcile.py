@@ -38,6 +38,7 @@ def test_a_compensated_injection_is_gone_and_one_without_a_compensator_stays():
     assert r["reconcile"] == "compensate" and sm["attack_success"] == 1.0
     assert sm["effect_pairs"] == 2 and sm["effect_remains"] == 0.5
     assert sm["effect_remains_covered"] == 0.0 and sm["effect_remains_uncovered"] == 1.0
+    assert sm["effect_pairs_covered"] == 1 and sm["effect_pairs_unplanned"] == 0
     assert sm["stays"] == {"update_password": 1} and sm["compensation_failed"] == 0
     assert sm["utility_after_reconcile"] == 1.0 and sm["clean_utility_after_reconcile"] == 1.0
     assert sm["by_injection_task"]["injection_task_0"]["effect_after"] == 0

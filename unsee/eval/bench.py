@@ -167,6 +167,9 @@ def run_bench(suite: str, defense: str, user_tasks: list[str] | None = None,
         its = its[:1]  # (AgentDojo's own runner: a DoS attack's injection does not depend on the task)
     default_env = s.load_and_inject_default_environment({})
     sink_task = {it.ID: is_identifier_sink_task(it, element.sinks, default_env) for it in its}
+    # the functions each injection task calls (what a reconciliation's figures are split by)
+    it_tools = ({it.ID: {fc.function for fc in it.ground_truth(default_env.model_copy(deep=True))} for it in its}
+                if reconcile != "none" else {})
 
     rows: list[dict] = []
     clean: list[dict] = []
@@ -202,7 +205,8 @@ def run_bench(suite: str, defense: str, user_tasks: list[str] | None = None,
             "error": error,
         }
         if reconcile != "none":
-            row.update(pair_fields(rec if error is None else None, ut, it, dos, utility, security))
+            row.update(pair_fields(rec if error is None else None, ut, it, dos, utility, security,
+                                   it_tools.get(it.ID, set()) if it is not None else set()))
         return row
 
     def loop(advance) -> None:

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["RECONCILES", "Reconciled", "check", "judged_by_trace", "pair_fields", "reconcile_forgets",
+__all__ = ["RECONCILES", "Reconciled", "check", "cover", "judged_by_trace", "pair_fields", "reconcile_forgets",
            "side_effects_for", "summarize_reconcile"]
 
 RECONCILES: tuple[str, ...] = ("none", "compensate", "all")
@@ -44,6 +44,8 @@ class Reconciled:
 
     before: Any
     events: int = 0
+    #: the plans' compensate items (their tools), and those done
+    compensations: list[str] = field(default_factory=list)
     compensated: int = 0
     #: compensations or deferred calls that raised (the item stays ``failed`` in the plan)
     failed: int = 0
@@ -77,6 +79,7 @@ def reconcile_forgets(u: Any, reports: Sequence[Any], env: Any, run: str, agent:
             if item.action == "report":
                 out.stays.append(item.tool)
             elif item.action == "compensate":
+                out.compensations.append(item.tool)
                 out.compensated += item.state == "done"
                 out.failed += item.state == "failed"
             else:
@@ -114,19 +117,31 @@ def check(task: Any, messages: Sequence[Any], pre: Any, post: Any) -> bool:
     return by_trace if by_trace is not None else task.security(output, pre, post)
 
 
+def cover(injection_tools: set[str], compensations: Sequence[str], stays: Sequence[str]) -> str:
+    """Whether the orphaned calls of an injection task's own tools (``injection_tools``: the
+    functions its ground truth calls) were all ``covered`` by a compensator, some ``uncovered``
+    (left as is), or ``unplanned``: none of them was an orphaned external call (its effect came
+    through a call unsee does not count as external, e.g. a visit to a web page)."""
+    if any(t in injection_tools for t in stays):
+        return "uncovered"
+    return "covered" if any(t in injection_tools for t in compensations) else "unplanned"
+
+
 def pair_fields(rec: Any, user_task: Any, injection_task: Any, dos: bool, utility: bool,
-                security: bool) -> dict[str, Any]:
+                security: bool, injection_tools: set[str] = frozenset()) -> dict[str, Any]:
     """A bench row's figures with reconciliation, from the query's record ``rec`` (a ``RunRecord``)
     and what AgentDojo judged on the final environment (``utility``, ``security``: after the
     reconciliation). ``utility`` and ``attack_success`` become the figures before it (as without
     reconciliation), ``*_after_reconcile`` those after; ``effect_remains`` (an injected action's
     effect that held before reconciliation still holds after it; None where there was none, for
-    a denial-of-service attack, or when AgentDojo judges the injection task from the trace)."""
+    a denial-of-service attack, or when AgentDojo judges the injection task from the trace);
+    ``injection_cover``: :func:`cover` of the injection task's tools (``injection_tools``)."""
     r = rec.reconciled if rec is not None else None
     if r is None:
         return {"utility_after_reconcile": None, "attack_success_after_reconcile": None, "effect_remains": None,
-                "judged_by_trace": None, "compensated": 0, "compensation_failed": 0, "stays": [], "deferred": 0,
-                "deferred_run": 0, "reconcile_errors": []}
+                "judged_by_trace": None, "injection_cover": None, "compensations": 0, "compensated": 0,
+                "compensation_failed": 0,
+                "stays": [], "deferred": 0, "deferred_run": 0, "reconcile_errors": []}
     before_utility = check(user_task, rec.messages, rec.pre, r.before)
     trace = injection_task is not None and not dos and judged_by_trace(injection_task)
     if injection_task is None:
@@ -138,9 +153,11 @@ def pair_fields(rec: Any, user_task: Any, injection_task: Any, dos: bool, utilit
     remains = after_attack if before_attack and not dos and not trace else None
     return {"utility": before_utility, "attack_success": before_attack,
             "utility_after_reconcile": bool(utility), "attack_success_after_reconcile": after_attack,
-            "effect_remains": remains, "judged_by_trace": trace, "compensated": r.compensated,
-            "compensation_failed": r.failed, "stays": list(r.stays), "deferred": r.deferred,
-            "deferred_run": r.deferred_run, "reconcile_errors": list(r.errors)}
+            "effect_remains": remains, "judged_by_trace": trace,
+            "injection_cover": cover(injection_tools, r.compensations, r.stays) if injection_task is not None else None,
+            "compensations": len(r.compensations),
+            "compensated": r.compensated, "compensation_failed": r.failed, "stays": list(r.stays),
+            "deferred": r.deferred, "deferred_run": r.deferred_run, "reconcile_errors": list(r.errors)}
 
 
 def _rate(rows: list[dict], key: str) -> float | None:
@@ -161,11 +178,12 @@ def summarize_reconcile(rows: list[dict], clean: list[dict]) -> dict[str, Any]:
 
     ``effect_remains``: of the pairs where the injected action took effect before reconciliation
     (``effect_pairs``; judged from the environment), the share whose effect the environment still
-    shows after it; ``effect_remains_covered`` / ``_uncovered``: the same over pairs whose
-    orphaned calls all had a compensator / some had none. ``stays``: orphaned calls without a
+    shows after it; ``effect_remains_covered`` / ``_uncovered`` / ``_unplanned``: the same over
+    the pairs by :func:`cover` (``injection_cover``). ``stays``: orphaned calls without a
     compensator, by tool."""
     effect = [r for r in rows if r.get("effect_remains") is not None]
-    covered = [r for r in effect if not r.get("stays")]
+    covered = [r for r in effect if r.get("injection_cover") == "covered"]
+    unplanned = [r for r in effect if r.get("injection_cover") == "unplanned"]
     by_task: dict[str, dict[str, Any]] = {}
     for r in rows:
         t = by_task.setdefault(r["injection_task"], {"pairs": 0, "effect_before": 0, "effect_after": 0,
@@ -183,7 +201,12 @@ def summarize_reconcile(rows: list[dict], clean: list[dict]) -> dict[str, Any]:
         "effect_pairs": len(effect),
         "effect_remains": _rate(effect, "effect_remains"),
         "effect_remains_covered": _rate(covered, "effect_remains"),
-        "effect_remains_uncovered": _rate([r for r in effect if r.get("stays")], "effect_remains"),
+        "effect_remains_uncovered": _rate([r for r in effect if r.get("injection_cover") == "uncovered"],
+                                          "effect_remains"),
+        "effect_remains_unplanned": _rate(unplanned, "effect_remains"),
+        "effect_pairs_covered": len(covered),
+        "effect_pairs_uncovered": len(effect) - len(covered) - len(unplanned),
+        "effect_pairs_unplanned": len(unplanned),
         "trace_judged_pairs": sum(bool(r.get("judged_by_trace")) for r in rows),
         "compensated": sum(r.get("compensated", 0) for r in rows + clean),
         "compensation_failed": sum(r.get("compensation_failed", 0) for r in rows + clean),
