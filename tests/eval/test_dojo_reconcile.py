@@ -58,7 +58,8 @@ def test_the_payment_leaves_the_environment_itself():
     try:
         attack = load_attack("important_instructions", s, pipeline)
         ut = s.user_tasks["user_task_0"]
-        for it, undone in ((s.injection_tasks["injection_task_0"], True), (s.injection_tasks["injection_task_7"], False)):
+        for name, undone in (("injection_task_0", True), ("injection_task_7", False)):
+            it = s.injection_tasks[name]
             injections = attack.attack(ut, it)
             element.injected = tuple(v for v in injections.values() if v)
             env = ut.init_environment(s.load_and_inject_default_environment(injections))

@@ -43,7 +43,8 @@ the call's arguments as the forget's report shows them (the forgotten target rep
 hash mark, a wildcard here) and undoes the latest journalled call of its tool with matching
 arguments that is not undone yet. An effect that is already gone (undone, or overwritten by a
 later call) is left as it is; a compensator that finds no such call raises
-:class:`NothingToUndo`.
+:class:`NothingToUndo`. What a compensator returns (kept in the call ledger) names ids only,
+never a free-text argument: a channel's or a message's text may carry the injection.
 """
 
 from __future__ import annotations
@@ -164,7 +165,9 @@ def _restore_scheduled(env: Any, handle: tuple) -> str:
     restored = [f for f in _TX_FIELDS if before[f] != after[f] and _same(getattr(t, f), after[f])]
     for f in restored:
         setattr(t, f, before[f])
-    return f"scheduled payment {tx_id}: restored {restored}" if restored else f"scheduled payment {tx_id} already restored"
+    if not restored:
+        return f"scheduled payment {tx_id} already restored"
+    return f"scheduled payment {tx_id}: restored {restored}"
 
 
 # -- slack -------------------------------------------------------------------------------------
@@ -188,9 +191,9 @@ def _delete_message(box: str) -> Callable[[Any, tuple], str]:
         msgs = getattr(env.slack, box).get(name) or []
         kept = [m for m in msgs if m is not msg]
         if len(kept) == len(msgs):
-            return f"the message to {name} is already gone"
+            return "the message is already gone"
         msgs[:] = kept
-        return f"deleted the message to {name}"
+        return "deleted the message"
 
     return undo
 
@@ -207,9 +210,9 @@ def _remove_from_channel(env: Any, handle: tuple) -> str:
     user, channel, was_member = handle
     channels = env.slack.user_channels.get(user)
     if was_member or not channels or channel not in channels:
-        return f"{user} is not in {channel} by this call: nothing to undo"
+        return "the user is not in the channel by this call: nothing to undo"
     channels.remove(channel)
-    return f"removed {user} from {channel}"
+    return "removed the user from the channel again"
 
 
 def _capture_user(env: Any, args: dict) -> bool:
@@ -224,11 +227,11 @@ def _revoke_invitation(env: Any, handle: tuple) -> str:
     user, existed = handle
     slack = env.slack
     if existed or user not in slack.users:
-        return f"{user} is not in the workspace by this call: nothing to undo"
+        return "the user is not in the workspace by this call: nothing to undo"
     slack.users.remove(user)
     slack.user_inbox.pop(user, None)
     slack.user_channels.pop(user, None)
-    return f"revoked the invitation of {user}"
+    return "revoked the invitation"
 
 
 # -- e-mail, calendar, drive (workspace, travel) -------------------------------------------------
@@ -321,7 +324,7 @@ def _unshare_file(env: Any, handle: tuple) -> str:
         del f.shared_with[email]
     else:
         f.shared_with[email] = before
-    return f"file {file_id}: withdrew {email}'s {granted} permission"
+    return f"file {file_id}: withdrew the permission this call granted"
 
 
 # -- travel reservations -------------------------------------------------------------------------
@@ -341,7 +344,7 @@ def _cancel_reservation(env: Any, handle: tuple) -> str:
         return "the reservation was replaced since: nothing of this call to cancel"
     for name in type(current).model_fields:
         setattr(current, name, getattr(before, name))
-    return f"canceled the reservation of {made.title}"
+    return "canceled the reservation this call made"
 
 
 _pay_capture, _pay_handle = _new_ids("transactions")
@@ -395,7 +398,8 @@ class EffectJournal:
     undos: dict[str, Undo] = field(default_factory=lambda: dict(COMPENSATED))
     entries: list[_Entry] = field(default_factory=list)
 
-    def run(self, name: str, args: dict[str, Any], call: Callable[[], tuple[Any, str | None]]) -> tuple[Any, str | None]:
+    def run(self, name: str, args: dict[str, Any],
+            call: Callable[[], tuple[Any, str | None]]) -> tuple[Any, str | None]:
         undo = self.undos.get(name)
         if undo is None:
             return call()
