@@ -437,7 +437,8 @@ class UnseeAgentElement(BasePipelineElement):
         self.detector = None
         if defense in ("detect+forget", "ifc+forget"):
             # late: the agent acts on the injected observation; the verdict comes after the run and
-            # B7 rebuilds the state (new external calls of the counterfactual are executed)
+            # B7 rebuilds the state (new external calls of the counterfactual are executed, or, with
+            # reconcile="all", deferred to the reconciliation)
             self.detector = (self.u.detect(timing="sync", policy="auto") if verdict == "sync" else
                              self.u.detect(timing="async", policy="auto", side_effects=side_effects_for(reconcile)))
         # ifc+forget: what the detector vetted (or the forget sanitized) is endorsed for sinks
