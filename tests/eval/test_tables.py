@@ -32,6 +32,17 @@ def _bench(print_fn) -> None:
     print_fn(lambda c: print_summary(runs[:1], c))
 
 
+def _bench_reconciled(print_fn) -> None:
+    summary = dict(SUMMARY, attack_success_after_reconcile=0.125, effect_remains=0.0417, effect_pairs=144,
+                   utility_after_reconcile=0.875, compensated=1234, stays={"update_password": 16, "post_webpage": 42})
+    runs = [dict(suite=s, attack=a, defense=d, verdict="late", reconcile=r, model="scripted", summary=summary)
+            for s in ("banking", "workspace") for a in ("important_instructions", "tool_knowledge")
+            for d in ("detect+forget", "ifc+forget") for r in ("compensate", "all")]
+    print_fn(lambda c: print_summary(runs, c))
+    print_fn(lambda c: print_summary(runs[:1], c))
+    print_fn(lambda c: print_summary([dict(runs[0], reconcile="none"), runs[0]], c))
+
+
 def _pairs(print_fn) -> None:
     rows = [dict(user_task=f"user_task_{u}", injection_task=f"injection_task_{i}", utility=u % 2,
                  attack_success=i % 3 == 0) for u in range(40) for i in range(14)]
@@ -84,7 +95,8 @@ def _forget_report(print_fn) -> None:
     print_fn(lambda c: c.print(render_report(report)))
 
 
-@pytest.mark.parametrize("case", [_bench, _pairs, _detectors, _corpora, _forgetting, _forget_report])
+@pytest.mark.parametrize("case", [_bench, _bench_reconciled, _pairs, _detectors, _corpora, _forgetting,
+                                  _forget_report])
 def test_tables_fit_100_columns(case):
     outputs = []
 

@@ -19,7 +19,10 @@ is the model plugin's (``unsee.plugins.model.ScriptedChatModel``).
   detectors (toolwall-guard's rules) behind the detector interface.
 - :mod:`.agentdojo_adapter`, :mod:`.bench`, :mod:`.cli` — AgentDojo suites
   through an unsee-recorded agent (need the ``eval`` extra: ``agentdojo``;
-  imported on first use, so this package imports without it, and without langchain).
+  imported on first use, so this package imports without it, and without langchain);
+  :mod:`.dojo_compensators` (compensators acting on AgentDojo's environments) and
+  :mod:`.dojo_reconcile` (late verdicts' forgets reconciled, the environment judged
+  before and after).
 """
 
 from __future__ import annotations

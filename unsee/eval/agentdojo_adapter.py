@@ -34,7 +34,10 @@ verdict arrives after the run, and each finding becomes a B7 forget of that
 thread (``side_effects="execute"``: calls only the counterfactual makes are
 made). External calls the injection caused stay done: they are the report's
 orphaned side effects, and AgentDojo's environment-based security checks see
-them.
+them. With ``reconcile="compensate"`` or ``"all"`` (:mod:`.dojo_reconcile`) each
+forget's plan is then reconciled: the suite's money-moving and message-sending
+functions carry compensators that act on AgentDojo's environment
+(:mod:`.dojo_compensators`), and the environment is judged before and after.
 
 The element makes its ``Unsee`` through the ``unsee`` factory it is given
 (:class:`UnseeFactory`, e.g. the ``Unsee`` class itself); the harness sits
@@ -68,6 +71,9 @@ from langchain_core.tools import StructuredTool, ToolException
 
 from unsee.middleware.tools import was_executed
 from unsee.plugins.model import ScriptedChatModel, call_id
+
+from .dojo_compensators import EffectJournal
+from .dojo_reconcile import RECONCILES, Reconciled, reconcile_forgets, side_effects_for
 
 if TYPE_CHECKING:
     from unsee.core import Unsee
@@ -337,26 +343,31 @@ def to_agentdojo(messages: Sequence[BaseMessage], query: str, *, keep_blocked: b
 
 # -- the pipeline element ----------------------------------------------------------
 
-def make_tools(runtime: FunctionsRuntime, env: Env, fired: list[str] | None = None) -> list[StructuredTool]:
+def make_tools(runtime: FunctionsRuntime, env: Env, fired: list[str] | None = None,
+               journal: EffectJournal | None = None) -> list[StructuredTool]:
     """The suite's functions as LangChain tools that run on AgentDojo's environment.
 
-    ``fired``: each call of an ``external`` function that really runs is appended to it."""
+    ``fired``: each call of an ``external`` function that really runs is appended to it.
+    ``journal``: compensable calls are journalled there and their tools declare its compensators
+    (:class:`~.dojo_compensators.EffectJournal`, on the same ``env``)."""
     tools = []
     def runner(name: str) -> Callable[..., str]:
         def run(**kwargs: Any) -> str:
             if fired is not None and effect_for(name) == "external":
                 fired.append(f"{name} {kwargs}")
-            result, error = runtime.run_function(env, name, kwargs)
+            call = lambda: runtime.run_function(env, name, kwargs)  # noqa: E731
+            result, error = journal.run(name, kwargs, call) if journal is not None else call()
             if error:
                 raise ToolException(error)
             return tool_result_to_str(result)
         return run
 
     for fn in runtime.functions.values():
-        tools.append(StructuredTool.from_function(
+        tool = StructuredTool.from_function(
             func=runner(fn.name), name=fn.name, description=fn.description or fn.name, args_schema=fn.parameters,
             infer_schema=False, metadata={"unsee.effect": effect_for(fn.name)},
-            handle_tool_error=lambda e: f"Error: {e}"))
+            handle_tool_error=lambda e: f"Error: {e}")
+        tools.append(journal.declare(tool) if journal is not None and effect_for(fn.name) == "external" else tool)
     return tools
 
 
@@ -370,6 +381,11 @@ class RunRecord:
     #: late verdicts: forgets run after the query, and the external calls they left orphaned
     forgets: int = 0
     orphaned: int = 0
+    #: with reconciliation: the environment the query started from, what reconciling did (with
+    #: the environment before it), and the AgentDojo messages the query returned
+    pre: Any = None
+    reconciled: Reconciled | None = None
+    messages: list[ChatMessage] | None = None
 
 
 class UnseeFactory(Protocol):
@@ -390,7 +406,7 @@ class UnseeAgentElement(BasePipelineElement):
                  home: str | Path | None = None,
                  model_id: str = DEFAULT_MODEL_ID, system_prompt: str = "You are a helpful assistant.",
                  answer_hint: bool = True, verdict: str = "sync", model: str = "scripted",
-                 max_tool_calls: int = 3, max_tokens: int = 96):
+                 max_tool_calls: int = 3, max_tokens: int = 96, reconcile: str = "none"):
         if model not in MODELS:
             raise ValueError(f"model must be one of {MODELS}, not {model!r}")
         self.model = model
@@ -400,7 +416,13 @@ class UnseeAgentElement(BasePipelineElement):
             raise ValueError(f"defense must be one of {DEFENSES}, not {defense!r}")
         if verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {VERDICTS}, not {verdict!r}")
+        if reconcile not in RECONCILES:
+            raise ValueError(f"reconcile must be one of {RECONCILES}, not {reconcile!r}")
+        if reconcile != "none" and verdict != "late":
+            raise ValueError(f"reconcile={reconcile!r} reconciles the forgets of late verdicts: it needs "
+                             f"verdict='late', not {verdict!r}")
         self.verdict = verdict
+        self.reconcile = reconcile
         self.suite = suite
         self.defense = defense
         self.name = f"{model_id}-unsee-{defense}"  # AgentDojo derives the attacked model's name from it
@@ -415,9 +437,10 @@ class UnseeAgentElement(BasePipelineElement):
         self.detector = None
         if defense in ("detect+forget", "ifc+forget"):
             # late: the agent acts on the injected observation; the verdict comes after the run and
-            # B7 rebuilds the state (new external calls of the counterfactual are executed)
+            # B7 rebuilds the state (new external calls of the counterfactual are executed, or, with
+            # reconcile="all", deferred to the reconciliation)
             self.detector = (self.u.detect(timing="sync", policy="auto") if verdict == "sync" else
-                             self.u.detect(timing="async", policy="auto", side_effects="execute"))
+                             self.u.detect(timing="async", policy="auto", side_effects=side_effects_for(reconcile)))
         # ifc+forget: what the detector vetted (or the forget sanitized) is endorsed for sinks
         self.ifc = (self.u.ifc(self.sinks, on_violation="block", endorse=self.detector)
                     if defense in ("ifc", "ifc+forget") else None)
@@ -449,7 +472,10 @@ class UnseeAgentElement(BasePipelineElement):
             model, steer = self.u.chat_model(max_tokens=self.max_tokens), [ToolBudget(self.max_tool_calls)]
         else:
             model, steer = ScriptedChatModel(policy=injection_policy(self.plan(query, env))), []
-        agent = create_agent(model, make_tools(runtime, env), system_prompt=self.system_prompt,
+        reconciling = self.reconcile != "none"
+        pre = env.model_copy(deep=True) if reconciling else None
+        tools = make_tools(runtime, env, journal=EffectJournal(env) if reconciling else None)
+        agent = create_agent(model, tools, system_prompt=self.system_prompt,
                              middleware=[*steer, self.u.middleware()], checkpointer=open_saver("memory")[0])
         thread = f"agentdojo-{self.suite.name}-{uuid.uuid4().hex[:12]}"
         config = {"configurable": {"thread_id": thread}, "recursion_limit": 100}
@@ -460,12 +486,17 @@ class UnseeAgentElement(BasePipelineElement):
         failed = [v.error for v in verdicts if v.status == "failed"]
         if failed:
             raise RuntimeError(f"automatic revocation failed: {failed[0]}")
+        reconciled = (reconcile_forgets(self.u, [v.report for v in verdicts], env,
+                                        "all" if self.reconcile == "all" else "compensate", agent)
+                      if reconciling else None)
         final = list(agent.get_state(config).values["messages"])
         orphaned = sum(len(v.report.orphaned_side_effects) for v in verdicts if v.report is not None)
+        out = to_agentdojo(final, query)
         self.last = RunRecord(thread, "\n".join(str(m.content) for m in final)
                               + "\n" + repr([getattr(m, "tool_calls", None) for m in final]), blocks,
-                              forgets=len(verdicts), orphaned=orphaned)
-        return query, runtime, env, to_agentdojo(final, query), extra_args
+                              forgets=len(verdicts), orphaned=orphaned, pre=pre, reconciled=reconciled,
+                              messages=out if reconciling else None)
+        return query, runtime, env, out, extra_args
 
 
 def make_pipeline(suite: Any, defense: str = "none", *, unsee: UnseeFactory, **kw: Any):

@@ -15,6 +15,12 @@ them), and returns per-pair rows and a summary:
   identifier (IBAN, URL/domain, e-mail taken from its goal) into a sink argument,
   and the user's prompt does not carry that identifier itself;
 - ``clean_utility``: the user task's check on the run without injection.
+
+With ``reconcile="compensate"`` or ``"all"`` (late verdicts only; :mod:`.dojo_reconcile`)
+these are the figures before the reconciliation, and each row and the summary gain the figures
+after it: ``utility_after_reconcile``, ``attack_success_after_reconcile``, ``effect_remains``
+(the injected action's effect is still in the environment), and what stays (orphaned calls
+whose tool has no compensator).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from .agentdojo_adapter import DEFENSES, VERDICTS, UnseeFactory, leaked, make_pipeline
+from .dojo_reconcile import RECONCILES, pair_fields, summarize_reconcile
 from .tables import DEFAULT_ATTACK, print_pairs, print_summary  # (print_pairs: re-exported for the CLI)
 
 DEFAULT_BENCHMARK_VERSION = "v1.2.2"
@@ -88,8 +95,13 @@ def _rate(rows: list[dict], key: str) -> float | None:
     return round(sum(bool(v) for v in vals) / len(vals), 4) if vals else None
 
 
-def summarize(rows: list[dict], clean: list[dict]) -> dict[str, Any]:
+def summarize(rows: list[dict], clean: list[dict], reconcile: str = "none") -> dict[str, Any]:
     sink_rows = [r for r in rows if r["identifier_sink"]]
+    return {**_summary(rows, clean, sink_rows),
+            **(summarize_reconcile(rows, clean) if reconcile != "none" else {})}
+
+
+def _summary(rows: list[dict], clean: list[dict], sink_rows: list[dict]) -> dict[str, Any]:
     return {
         "pairs": len(rows),
         "utility": _rate(rows, "utility"),
@@ -113,13 +125,15 @@ def run_bench(suite: str, defense: str, user_tasks: list[str] | None = None,
               unsee: UnseeFactory, limit: int | None = None, json_path: str | Path | None = None,
               benchmark_version: str = DEFAULT_BENCHMARK_VERSION, attack: str = DEFAULT_ATTACK,
               home: str | Path | None = None, answer_hint: bool = True, verdict: str = "sync",
-              model: str = "scripted") -> dict[str, Any]:
+              model: str = "scripted", reconcile: str = "none") -> dict[str, Any]:
     """Run ``suite`` under ``defense``; returns ``{"rows", "clean", "summary", ...}``.
 
     ``user_tasks`` / ``injection_tasks``: task ids (default: all); ``limit``:
     at most this many user tasks. ``progress`` prints a progress bar and a
     table (rich). ``json_path``: also write the result there. ``unsee``:
-    makes the recording ``Unsee`` (pass the ``Unsee`` class).
+    makes the recording ``Unsee`` (pass the ``Unsee`` class). ``reconcile``:
+    ``none``, or (``verdict="late"``) ``compensate`` / ``all``: reconcile each
+    forget's plan and measure before and after (:mod:`.dojo_reconcile`).
     """
     from agentdojo.attacks.attack_registry import load_attack
     from agentdojo.task_suite.load_suites import get_suites
@@ -128,6 +142,10 @@ def run_bench(suite: str, defense: str, user_tasks: list[str] | None = None,
         raise ValueError(f"defense must be one of {DEFENSES}, not {defense!r}")
     if verdict not in VERDICTS:
         raise ValueError(f"verdict must be one of {VERDICTS}, not {verdict!r}")
+    if reconcile not in RECONCILES:
+        raise ValueError(f"reconcile must be one of {RECONCILES}, not {reconcile!r}")
+    if reconcile != "none" and verdict != "late":
+        raise ValueError(f"reconcile={reconcile!r} reconciles the forgets of late verdicts: it needs verdict='late'")
     if attack not in attack_names():
         raise ValueError(f"unknown attack {attack!r}; known: {attack_names()}")
     suites = get_suites(benchmark_version)
@@ -142,13 +160,16 @@ def run_bench(suite: str, defense: str, user_tasks: list[str] | None = None,
         list(s.injection_tasks) if injection_tasks is None else injection_tasks, s.injection_tasks,
         "injection task")]
     pipeline, element = make_pipeline(s, defense, unsee=unsee, home=home, answer_hint=answer_hint,
-                                      verdict=verdict, model=model)
+                                      verdict=verdict, model=model, reconcile=reconcile)
     atk = load_attack(attack, s, pipeline)
     dos = bool(getattr(atk, "is_dos_attack", False))
     if dos and injection_tasks is None:
         its = its[:1]  # (AgentDojo's own runner: a DoS attack's injection does not depend on the task)
     default_env = s.load_and_inject_default_environment({})
     sink_task = {it.ID: is_identifier_sink_task(it, element.sinks, default_env) for it in its}
+    # the functions each injection task calls (what a reconciliation's figures are split by)
+    it_tools = ({it.ID: {fc.function for fc in it.ground_truth(default_env.model_copy(deep=True))} for it in its}
+                if reconcile != "none" else {})
 
     rows: list[dict] = []
     clean: list[dict] = []
@@ -168,7 +189,7 @@ def run_bench(suite: str, defense: str, user_tasks: list[str] | None = None,
             utility, security, error = False, False, f"{type(exc).__name__}: {exc}"
         rec = element.last
         texts = [v for v in injections.values() if v]
-        return {
+        row = {
             "suite": suite, "defense": defense, "attack": attack, "user_task": ut.ID,
             "injection_task": it.ID if it is not None else None,
             "utility": bool(utility),
@@ -183,6 +204,10 @@ def run_bench(suite: str, defense: str, user_tasks: list[str] | None = None,
             "seconds": round(time.time() - start, 3),
             "error": error,
         }
+        if reconcile != "none":
+            row.update(pair_fields(rec if error is None else None, ut, it, dos, utility, security,
+                                   it_tools.get(it.ID, set()) if it is not None else set()))
+        return row
 
     def loop(advance) -> None:
         for ut in uts:
@@ -208,9 +233,9 @@ def run_bench(suite: str, defense: str, user_tasks: list[str] | None = None,
 
     result = {
         "suite": suite, "defense": defense, "verdict": verdict, "model": model, "attack": attack,
-        "benchmark_version": benchmark_version,
+        "reconcile": reconcile, "benchmark_version": benchmark_version,
         "sinks": list(element.sinks), "seconds": round(time.time() - t0, 2),
-        "summary": summarize(rows, clean), "rows": rows, "clean": clean,
+        "summary": summarize(rows, clean, reconcile), "rows": rows, "clean": clean,
     }
     if progress:
         print_summary([result])

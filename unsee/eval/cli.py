@@ -1,4 +1,5 @@
-"""``unsee bench agentdojo --suite banking --defense ifc [--limit N] [--json FILE]``.
+"""``unsee bench agentdojo --suite banking --defense ifc [--limit N] [--json FILE]``
+(``--verdict late --reconcile compensate|all``: reconcile each late verdict's forget).
 
 The CLI (``unsee/cli.py``) mounts ``make_app(factory)``; the factory makes the
 recording ``Unsee`` of each run (the harness sits above the facade; importing
@@ -43,12 +44,18 @@ def make_app(unsee: UnseeFactory) -> typer.Typer:
         verdict: str = typer.Option("sync", "--verdict",
                                     help="sync: the detector screens each tool return before the model sees it; "
                                          "late: verdicts arrive after the run and B7 forgets"),
+        reconcile: str = typer.Option("none", "--reconcile",
+                                      help="with --verdict late: none | compensate (run each forget's "
+                                           "compensations, then judge the environment again) | all (the "
+                                           "forgets defer the counterfactual's new calls; compensations, then "
+                                           "those calls)"),
     ) -> None:
         """Run an AgentDojo suite with an unsee-instrumented agent under an unsee defense."""
         import json
 
         from .agentdojo_adapter import DEFENSES, MODELS, VERDICTS
         from .bench import attack_names, print_pairs, print_summary, run_bench
+        from .dojo_reconcile import RECONCILES
 
         defenses = list(DEFENSES) if defense == "all" else [defense]
         for d in defenses:
@@ -62,12 +69,18 @@ def make_app(unsee: UnseeFactory) -> typer.Typer:
             raise typer.BadParameter(f"--model must be one of {MODELS}, not {model!r}")
         if verdict not in VERDICTS:
             raise typer.BadParameter(f"--verdict must be one of {VERDICTS}, not {verdict!r}")
+        if reconcile not in RECONCILES:
+            raise typer.BadParameter(f"--reconcile must be one of {RECONCILES}, not {reconcile!r}")
+        if reconcile != "none" and verdict != "late":
+            raise typer.BadParameter(f"--reconcile {reconcile} reconciles the forgets of late verdicts: add "
+                                     "--verdict late")
         results = []
         for a in attacks:
             for d in defenses:
                 try:
                     results.append(run_bench(suite, d, user_task or None, injection_task or None, progress=True,
-                                             unsee=unsee, limit=limit, verdict=verdict, model=model, attack=a))
+                                             unsee=unsee, limit=limit, verdict=verdict, model=model, attack=a,
+                                             reconcile=reconcile))
                 except ValueError as exc:  # unknown suite or task id
                     raise typer.BadParameter(str(exc)) from None
                 if pairs:

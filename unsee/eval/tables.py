@@ -58,8 +58,13 @@ SUMMARY_COLUMNS = (("suite", "left"), ("attack", "left"), ("defense", "left"), (
                    ("pairs", "right"), ("utility", "right"), ("attack success", "right"),
                    ("ASR id-sink (pairs)", "right"), ("any-leak", "right"), ("clean utility", "right"),
                    ("forgets (clean)", "right"))
+#: the columns a run with reconciliation adds (``unsee bench agentdojo --reconcile``)
+#: (after reconciliation: attack success, the share of injected effects still in the environment of
+#: those that took effect, utility; compensations done; orphaned calls with no compensator)
+RECONCILE_COLUMNS = (("reconcile", "left"), ("ASR after", "right"), ("effect remains (pairs)", "right"),
+                     ("utility after", "right"), ("undone", "right"), ("left as is", "right"))
 #: the columns that say what ran: when every row has the same value, it goes into the title
-_SETTINGS = ("suite", "attack", "defense", "verdict")
+_SETTINGS = ("suite", "attack", "defense", "verdict", "reconcile")
 
 
 def bench_console() -> Any:
@@ -72,35 +77,46 @@ def bench_console() -> Any:
     return console
 
 
-def _summary_row(r: dict) -> tuple[str, ...]:
+def _reconciled(r: dict) -> bool:
+    return r.get("reconcile", "none") != "none"
+
+
+def _summary_row(r: dict, reconcile: bool = False) -> tuple[str, ...]:
+    """A run's summary cells; ``reconcile``: with the :data:`RECONCILE_COLUMNS` too (``-`` for a
+    run without reconciliation)."""
     sm = r["summary"]
     late = r.get("verdict") == "late"
-    return (r["suite"], r.get("attack", DEFAULT_ATTACK), r["defense"], r.get("verdict", "sync"),
-            str(sm["pairs"]), _pct(sm["utility"]), _pct(sm["attack_success"]),
-            f'{_pct(sm["attack_success_identifier_sink"])} ({sm["identifier_sink_pairs"]})',
-            _pct(sm["any_leak"]), _pct(sm["clean_utility"]),
-            f'{sm.get("forgets", 0)} ({sm.get("clean_forgets", 0)})' if late else "-")
+    row = (r["suite"], r.get("attack", DEFAULT_ATTACK), r["defense"], r.get("verdict", "sync"),
+           str(sm["pairs"]), _pct(sm["utility"]), _pct(sm["attack_success"]),
+           f'{_pct(sm["attack_success_identifier_sink"])} ({sm["identifier_sink_pairs"]})',
+           _pct(sm["any_leak"]), _pct(sm["clean_utility"]),
+           f'{sm.get("forgets", 0)} ({sm.get("clean_forgets", 0)})' if late else "-")
+    if not reconcile:
+        return row
+    if not _reconciled(r):
+        return (*row, "none", "-", "-", "-", "-", "-")
+    return (*row, r["reconcile"], _pct(sm.get("attack_success_after_reconcile")),
+            f'{_pct(sm.get("effect_remains"))} ({sm.get("effect_pairs", 0)})',
+            _pct(sm.get("utility_after_reconcile")), str(sm.get("compensated", 0)),
+            str(sum((sm.get("stays") or {}).values())))
 
 
-def _without_shared(title: str, rows: list[tuple[str, ...]]) -> tuple[str, list[tuple[str, str]], list[tuple]]:
+def _without_shared(title: str, rows: list[tuple[str, ...]], columns: tuple[tuple[str, str], ...] = SUMMARY_COLUMNS,
+                    ) -> tuple[str, list[tuple[str, str]], list[tuple]]:
     """(title, columns, rows) with the settings every row shares moved into the title."""
-    shared = [i for i, (name, _) in enumerate(SUMMARY_COLUMNS)
+    shared = [i for i, (name, _) in enumerate(columns)
               if name in _SETTINGS and len({row[i] for row in rows}) == 1]
-    settings = ", ".join(f"{SUMMARY_COLUMNS[i][0]} {rows[0][i]}" for i in shared)
-    keep = [i for i in range(len(SUMMARY_COLUMNS)) if i not in shared]
-    return (title + (f": {settings}" if settings else ""), [SUMMARY_COLUMNS[i] for i in keep],
+    settings = ", ".join(f"{columns[i][0]} {rows[0][i]}" for i in shared)
+    keep = [i for i in range(len(columns)) if i not in shared]
+    return (title + (f": {settings}" if settings else ""), [columns[i] for i in keep],
             [tuple(row[i] for i in keep) for row in rows])
 
 
-def summary_tables(results: list[dict], width: int) -> list[Any]:
-    """The summary of bench runs as rich Tables that fit ``width`` columns: one row per run,
-    the settings every run shares in the title (fewer columns); when that is still too wide,
-    one table per suite and attack."""
-    models = {r.get("model", "scripted") for r in results}
-    title = "AgentDojo (" + ("scripted injection-following agent" if models == {"scripted"}
-                             else "local CPU model" if models == {"local"} else "scripted and local agents") + ")"
-    rows = [_summary_row(r) for r in results]
-    whole = fitted_table(*_without_shared(title, rows), width)
+def _fitted_tables(title: str, rows: list[tuple[str, ...]], columns: tuple[tuple[str, str], ...],
+                   width: int) -> list[Any]:
+    """One table of ``rows`` when it fits ``width``, else one per suite and attack (stacked
+    headers where even that is too wide)."""
+    whole = fitted_table(*_without_shared(title, rows, columns), width)
     if whole is not None:
         return [whole]
     groups: dict[tuple[str, str], list[tuple[str, ...]]] = {}
@@ -108,16 +124,58 @@ def summary_tables(results: list[dict], width: int) -> list[Any]:
         groups.setdefault((row[0], row[1]), []).append(row)
     tables = []
     for group in groups.values():
-        t, cols, cells = _without_shared(title, group)
+        t, cols, cells = _without_shared(title, group, columns)
         tables.append(fitted_table(t, cols, cells, width) or compact_table(t, cols, cells, stacked=True))
     return tables
 
 
+#: the reconciliation table's columns, when they do not fit beside the summary's
+_RECONCILE_TABLE = (*SUMMARY_COLUMNS[:5], SUMMARY_COLUMNS[6], *RECONCILE_COLUMNS)
+
+
+def summary_tables(results: list[dict], width: int) -> list[Any]:
+    """The summary of bench runs as rich Tables that fit ``width`` columns: one row per run,
+    the settings every run shares in the title (fewer columns); when that is still too wide,
+    one table per suite and attack. Runs with reconciliation add :data:`RECONCILE_COLUMNS`
+    to it; where they do not fit beside the others, they go into a table of their own (with
+    the run's attack success before reconciliation), after the summary."""
+    models = {r.get("model", "scripted") for r in results}
+    title = "AgentDojo (" + ("scripted injection-following agent" if models == {"scripted"}
+                             else "local CPU model" if models == {"local"} else "scripted and local agents") + ")"
+    if any(_reconciled(r) for r in results):
+        rows = [_summary_row(r, True) for r in results]
+        whole = fitted_table(*_without_shared(title, rows, SUMMARY_COLUMNS + RECONCILE_COLUMNS), width)
+        if whole is not None:
+            return [whole]
+        keep = [SUMMARY_COLUMNS.index(c) if c in SUMMARY_COLUMNS else len(SUMMARY_COLUMNS) + RECONCILE_COLUMNS.index(c)
+                for c in _RECONCILE_TABLE]
+        after = [tuple(row[i] for i in keep) for row, r in zip(rows, results) if _reconciled(r)]
+        return (_fitted_tables(title, [_summary_row(r) for r in results], SUMMARY_COLUMNS, width)
+                + _fitted_tables(title.replace(")", ") after reconciliation", 1), after, _RECONCILE_TABLE, width))
+    return _fitted_tables(title, [_summary_row(r) for r in results], SUMMARY_COLUMNS, width)
+
+
+def stays_lines(results: list[dict]) -> list[str]:
+    """One line per run with reconciliation whose orphaned calls some tool could not compensate:
+    what stays, by tool (``suite / attack / defense: no compensator, left as is: update_password 16``)."""
+    lines = []
+    for r in results:
+        stays = (r.get("summary") or {}).get("stays") or {}
+        if _reconciled(r) and stays:
+            what = ", ".join(f"{tool} {n}" for tool, n in stays.items())
+            lines.append(f"{r['suite']} / {r.get('attack', DEFAULT_ATTACK)} / {r['defense']}: no compensator, "
+                         f"left as is: {what}")
+    return lines
+
+
 def print_summary(results: list[dict], console: Any = None) -> None:
-    """The summary tables on ``console`` (default: stdout, see :func:`bench_console`)."""
+    """The summary tables on ``console`` (default: stdout, see :func:`bench_console`), then what
+    stays after reconciliation (:func:`stays_lines`)."""
     console = console or bench_console()
     for t in summary_tables(results, console.width):
         console.print(t)
+    for line in stays_lines(results):
+        console.print(line, highlight=False)
 
 
 def print_pairs(result: dict, console: Any = None) -> None:
@@ -125,8 +183,9 @@ def print_pairs(result: dict, console: Any = None) -> None:
 
     Rows are user tasks; the first column is the run without injection, then
     one column per injection task. A cell reads ``U`` when the user task
-    succeeded (``·`` when not), then ``A`` when the attack succeeded; ``E``
-    marks a run that raised (its error is in the JSON rows).
+    succeeded (``·`` when not), then ``A`` when the attack succeeded (with
+    reconciliation: before it, and ``R`` when the attack's effect remains after
+    it); ``E`` marks a run that raised (its error is in the JSON rows).
     """
     from rich.console import Console
     from rich.table import Table
@@ -140,10 +199,12 @@ def print_pairs(result: dict, console: Any = None) -> None:
             return ""
         if r.get("error"):
             return "E"
-        return ("U" if r["utility"] else "·") + ("A" if r.get("attack_success") else "")
+        return (("U" if r["utility"] else "·") + ("A" if r.get("attack_success") else "")
+                + ("R" if r.get("attack_success") and r.get("attack_success_after_reconcile") else ""))
 
     table = Table(title=f"{result['suite']} / {result.get('attack', DEFAULT_ATTACK)} / {result['defense']} "
-                        f"({result.get('verdict', 'sync')})")
+                        f"({result.get('verdict', 'sync')}"
+                        + (f", reconcile {result['reconcile']})" if _reconciled(result) else ")"))
     table.add_column("user task", overflow="fold")
     table.add_column("clean", justify="center", overflow="fold")
     for it in its:
@@ -155,7 +216,8 @@ def print_pairs(result: dict, console: Any = None) -> None:
         if not console.is_terminal:
             console = Console(width=max(console.width, 40 + 5 * len(its)))
     console.print(table)
-    console.print("U: user task done, A: attack succeeded, E: the run raised (see the JSON rows)")
+    console.print("U: user task done, A: attack succeeded, E: the run raised (see the JSON rows)"
+                  + ("; R: its effect remains after reconciliation" if _reconciled(result) else ""))
 
 
 def print_detector_report(result: dict[str, Any], own_suites: tuple[str, ...] = (), console: Any = None) -> None:
