@@ -186,7 +186,7 @@ class Reconciler:
         anything runs: ``UnknownReconciliation``, ``PlanAlreadyRun``, ``CompensatorUnavailable``,
         ``NeedsAsync``, ``InvalidDecision``; after: ``CompensationFailed`` when an item raised
         (the others ran)."""
-        w = self._prepare(event_id, run, retry, agent, sync=loop is None)
+        w = self._prepare(event_id, run, retry, agent, sync=loop is None, approve=approve)
         if w.items:
             self._approve(w, approve)
         session = w.plan.session_id
@@ -211,11 +211,15 @@ class Reconciler:
         return await asyncio.to_thread(self.run, event_id, run, approve=approve, retry=retry, agent=agent,
                                        loop=loop)
 
-    def _prepare(self, event_id: str, run: str, retry: bool, agent: Any, sync: bool) -> _Work:
-        if run not in RUNS:
-            from unsee.middleware.errors import InvalidArgument
+    def _prepare(self, event_id: str, run: str, retry: bool, agent: Any, sync: bool,
+                 approve: Any = None) -> _Work:
+        from unsee.middleware.errors import InvalidArgument
 
+        if run not in RUNS:
             raise InvalidArgument(f"run must be one of {', '.join(RUNS)}, not {run!r}")
+        if approve is not None and not callable(approve):
+            raise InvalidArgument("approve must be a callable given the approval request (e.g. interrupt_approval), "
+                                  f"or None, not {type(approve).__name__}")
         plan = self.plan(event_id)
         w = _Work(plan, run)
         wanted = [i for i in plan.items if i.action in _ACTIONS[run]]
