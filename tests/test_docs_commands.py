@@ -68,6 +68,9 @@ RUNS: dict[str, list[str]] = {
     "unsee sandbox build-image --flavor busybox": ["DOCKER unsee sandbox build-image --flavor busybox"],
     "python -m unsee.sandbox.cli build-image ...": ["DOCKER python -m unsee.sandbox.cli build-image --flavor busybox"],
     "unsee demo [--model local|scripted]": ["unsee demo --model scripted"],
+    "unsee bench agentdojo --suite S --defense detect+forget --verdict late --reconcile compensate|all [--json FILE]": [
+        "unsee bench agentdojo --suite banking --defense detect+forget --verdict late --reconcile compensate --limit 1 "
+        "--no-pairs --json reconciled.json"],
     "unsee bench agentdojo --suite S --defense D": [
         "unsee bench agentdojo --suite banking --defense ifc+forget --limit 1 --no-pairs"],
     "unsee eval detectors [--detector signals|learned|rules|toolwall-guard|llm-judge|classifier:PATH|module:attr]": [

@@ -223,8 +223,8 @@ class RevocationPipeline:
             return report
 
         def one(rep: ForgetReport, session: str) -> ForgetReport:
-            if not rep.committed:
-                return rep
+            if not rep.committed or any(e.step == "commit" for e in rep.errors):
+                return rep  # (a commit that did not finish: this event again finishes it, then this)
             try:
                 return after.after_forget(rep, self.forgetter.agent_for(session, r.request.agent),
                                           self._roots.pop(rep.event_id, None), r.request.event)

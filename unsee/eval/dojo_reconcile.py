@@ -21,7 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from unsee.core import Unsee
 
 __all__ = ["RECONCILES", "Reconciled", "check", "cover", "judged_by_trace", "pair_fields", "reconcile_forgets",
            "side_effects_for", "summarize_reconcile"]
@@ -57,7 +60,7 @@ class Reconciled:
     errors: list[str] = field(default_factory=list)
 
 
-def reconcile_forgets(u: Any, reports: Sequence[Any], env: Any, run: str, agent: Any = None) -> Reconciled:
+def reconcile_forgets(u: Unsee, reports: Sequence[Any], env: Any, run: str, agent: Any = None) -> Reconciled:
     """Reconcile the plan of each committed forget in ``reports`` (``ForgetReport``s) with ``run``
     (``"compensate"`` or ``"all"``) through ``u.reconcile``; ``env``: the AgentDojo environment
     the compensators act on (copied first, as the environment before reconciliation)."""
