@@ -107,9 +107,14 @@ class LedgerEngine(abc.ABC):
         pass
 
     def settle(self, cid: str) -> "CallRecord | None":
-        """The record of ``cid`` once no other process is firing it (waits for one that is)."""
-        with self.read() as c:
-            return get_record(c, cid)
+        """The record of ``cid`` once no other process is firing it: read while holding what a
+        firer holds (so a live one is waited for; a dead one's hold the system has freed)."""
+        hold = self.hold(cid)
+        try:
+            with self.read(hold) as c:
+                return get_record(c, cid)
+        finally:
+            self.release(hold)
 
     @abc.abstractmethod
     def vacuum(self) -> bool: ...

@@ -11,8 +11,7 @@ import threading
 from typing import Any, Iterator
 
 from .errors import LedgerError, LedgerUnavailable
-from .ledger_engine import PLANS_SCHEMA, SCHEMA, LedgerEngine, Sql, get_record
-from .ledger_states import CallRecord
+from .ledger_engine import PLANS_SCHEMA, SCHEMA, LedgerEngine, Sql
 
 #: PostgreSQL: the same columns in unsee's schema, plus ``seq`` (insertion order: SQLite's rowid)
 PG_SCHEMA = "unsee"
@@ -164,15 +163,6 @@ class PostgresEngine(LedgerEngine):
             conn.close()  # (a connection that cannot unlock must not go back holding the lock)
         finally:
             self._holders.putconn(conn)  # a closed or broken connection is discarded by the pool
-
-    def settle(self, cid: str) -> "CallRecord | None":
-        # the lock is free only when no live process fires the call: read it while holding it
-        hold = self.hold(cid)
-        try:
-            with self.read(hold) as c:
-                return get_record(c, cid)
-        finally:
-            self.release(hold)
 
     def vacuum(self) -> bool:
         """Rewrite the table (``VACUUM FULL``): old row versions leave the heap and TOAST files.

@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .errors import LedgerError
-from .ledger_engine import PLANS_SCHEMA, SCHEMA, LedgerEngine, Sql, get_record
-from .ledger_states import CallRecord
+from .ledger_engine import PLANS_SCHEMA, SCHEMA, LedgerEngine, Sql
 
 
 class SqliteEngine(LedgerEngine):
@@ -92,14 +91,6 @@ class SqliteEngine(LedgerEngine):
         with contextlib.suppress(OSError):  # (the outcome is recorded: nobody needs the file)
             os.unlink(self.path.with_name(self.path.name + ".locks") / cid)
         os.close(fd)  # (closing frees the lock)
-
-    def settle(self, cid: str) -> CallRecord | None:
-        hold = self.hold(cid)  # held: a live firer; it is waited for, then the record is read
-        try:
-            with self.read() as c:
-                return get_record(c, cid)
-        finally:
-            self.release(hold)
 
     def vacuum(self) -> bool:
         conn = self._conn()
