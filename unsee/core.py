@@ -270,6 +270,14 @@ class Unsee:
             return Ledger.on_postgres(self.store.pool)
         return Ledger(self.home / "ledger.sqlite")
 
+    def existing_ledger(self) -> Ledger | None:
+        """The call ledger if one is made (by this process, or on PostgreSQL by any worker on the
+        store), else None: what only reads it (an erasure, a reconciliation's plan) never makes one."""
+        made = "ledger" in vars(self) or (
+            Ledger.exists_on_postgres(self.store.pool) if self.store.pool is not None
+            else (self.home / "ledger.sqlite").exists())
+        return self.ledger if made else None
+
     def tool(self, func=None, *, effect: str, sandboxed: bool = False, **kw):
         """Make a LangChain tool that declares ``effect``, routed through the ledger. ``sandboxed=True``
         injects the session's sandbox environment as ``env`` (the restored shadow during a replay)."""

@@ -12,7 +12,6 @@ if TYPE_CHECKING:
 
     from unsee.middleware.hashing import ContentHasher
     from unsee.middleware.recorder import Recorder
-    from unsee.middleware.store import ProvenanceStore
     from unsee.sandbox import Ledger
 
 class Unsee(Protocol):
@@ -20,7 +19,6 @@ class Unsee(Protocol):
     protocol, not the class: core imports this module."""
 
     home: Path
-    store: ProvenanceStore
     hasher: ContentHasher
     recorder: Recorder
     tracer_provider: TracerProvider
@@ -31,6 +29,8 @@ class Unsee(Protocol):
 
     @property
     def ledger(self) -> Ledger: ...
+
+    def existing_ledger(self) -> Ledger | None: ...
 
     @property
     def reconciler(self) -> Any: ...
@@ -54,14 +54,7 @@ def reconcile_context(u: Unsee) -> Any:
         return tools_for(agent or u.recorder.agents.for_session(session), u.made_tools)
 
     def ledger(create: bool) -> Any:
-        # (reading a plan never makes a ledger; on PostgreSQL another worker may have made it)
-        from unsee.sandbox import Ledger
-
-        if create or "ledger" in vars(u):
-            return u.ledger
-        pool = u.store.pool
-        made = Ledger.exists_on_postgres(pool) if pool is not None else (u.home / "ledger.sqlite").exists()
-        return u.ledger if made else None
+        return u.ledger if create else u.existing_ledger()  # (reading a plan never makes a ledger)
 
     return ReconcileContext(ledger=ledger, tools=tools, keyed_hash=u.hasher.hash,
                             tracer=lambda: u.tracer_provider.get_tracer("unsee.forget", version()),
@@ -86,10 +79,10 @@ def receipt_facts(items: list[Any]) -> Any:
 
 
 def _amend_receipt(u: Unsee, event_id: str, items: list[Any]) -> str | None:
-    from unsee.plugins.erasure import amend_receipt
+    from unsee.plugins.erasure import amend_receipt, receipt_path
 
     receipt = amend_receipt(u.home, u._shared_db(), event_id, reconciliation=receipt_facts(items))
-    return None if receipt is None else str(u.home / "receipts" / f"{event_id}.json")
+    return None if receipt is None else str(receipt_path(u.home, event_id))
 
 
 def _keep_record(u: Unsee, event_id: str, items: list[Any]) -> None:

@@ -49,6 +49,8 @@ class Unsee(Protocol):
     @property
     def ledger(self) -> Ledger: ...
 
+    def existing_ledger(self) -> Ledger | None: ...
+
     @property
     def revocations(self) -> Any: ...
 
@@ -90,21 +92,13 @@ def erasure_context(u: Unsee) -> Any:
     """The erasure plugin's ports over ``u``'s home. A process without a sandbox (e.g. ``unsee
     erase`` without ``--agent``) still reaches the sandboxes the home's sessions stored."""
     from unsee.plugins.erasure import ErasureContext
-    from unsee.sandbox import Ledger
-
-    def ledger():
-        # (never made just to be erased; on PostgreSQL another worker may have made it)
-        made = "ledger" in vars(u) or (
-            Ledger.exists_on_postgres(u.store.pool) if u.store.pool is not None
-            else (u.home / "ledger.sqlite").exists())
-        return u.ledger if made else None
 
     envs = u.environments
     if envs is None:
         from unsee.plugins.tools import SessionEnvironments
 
         envs = SessionEnvironments.stored(u.home, db=u._shared_db())
-    return ErasureContext(home=u.home, records=u.store, hasher=u.hasher, ledger=ledger, environments=envs,
+    return ErasureContext(home=u.home, records=u.store, hasher=u.hasher, ledger=u.existing_ledger, environments=envs,
                           runs=u.recorder, content_in_spans=u.recorder.content_in_spans, version=version())
 
 

@@ -43,6 +43,7 @@ _EXPORTS = {
     "ReconciledItem": ".receipt",
     "ReconciliationFacts": ".receipt",
     "amend_receipt": ".receipt",
+    "receipt_path": ".receipt",
     "RouteReceipt": ".receipt",
     "read_receipt": ".receipt",
     "verify_signature": ".receipt",

@@ -56,8 +56,8 @@ from .history import implemented
 from .journal import Journal
 from .owners import attribute_sqlite
 from .ports import ErasureContext, Records
-from .receipt import (Receipt, RouteReceipt, SigningKey, read_receipt, receipts_in, save_receipt, sign_receipt,
-                      stored_receipt, stored_receipts, trusted_key, verify_signature, write_receipt)
+from .receipt import (Receipt, RouteReceipt, SigningKey, read_receipt, receipt_path, receipts_in, save_receipt,
+                      sign_receipt, stored_receipt, stored_receipts, trusted_key, verify_signature, write_receipt)
 from .shared import shared_db
 from .routes import Route, RouteAudit, Scope, prefetch_byte_scans
 from .routes_builtin import build_routes
@@ -355,7 +355,7 @@ class Eraser:
                 memory[route.name] = changed
         after = self._audit(scope, routes, agent, gaps)
         receipt = self._receipt(scope, routes, before, after, notes, forget_event, key)
-        path = self.ctx.home / "receipts" / f"{event_id}.json"
+        path = receipt_path(self.ctx.home, event_id)
         save_receipt(receipt, path, shared_db(self.ctx.records))
         journal.set(state="done")
         return ErasureResult(receipt, path, before, after, notes, timings, times, memory=memory)

@@ -370,11 +370,16 @@ def save_receipt(receipt: Receipt, path: str | os.PathLike, db: Db | None = None
     write_receipt(receipt, path)
 
 
+def receipt_path(home: str | os.PathLike, event_id: str) -> Path:
+    """Where a home keeps the receipt of ``event_id`` (``<home>/receipts/<event id>.json``)."""
+    return Path(home) / "receipts" / f"{event_id}.json"
+
+
 def amend_receipt(home: str | os.PathLike, db: Db | None, event_id: str, **update: Any) -> Receipt | None:
     """The receipt of ``event_id`` with ``update`` (its optional sections, e.g. ``reconciliation``),
-    signed again with this deployment's key and saved in place of the old one (store row and file);
-    None when there is no receipt of that event (nothing is written)."""
-    path = Path(home) / "receipts" / f"{event_id}.json"
+    signed again with this deployment's key and saved in place of the old one (store row and file,
+    :func:`receipt_path`); None when there is no receipt of that event (nothing is written)."""
+    path = receipt_path(home, event_id)
     old = stored_receipt(db, event_id) if db is not None else None
     if old is None:
         if not path.exists():

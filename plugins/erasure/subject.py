@@ -44,7 +44,7 @@ from .forms import target_forms
 from .journal import Journal
 from .owners import attribute_sqlite, main_file, owner_of
 from .ports import ErasureContext
-from .receipt import Receipt, SigningKey, SubjectFacts, save_receipt, sign_receipt
+from .receipt import Receipt, SigningKey, SubjectFacts, receipt_path, save_receipt, sign_receipt
 from .routes import Route, RouteAudit, Scope, SubjectScope, prefetch_byte_scans
 from .routes_langgraph import CheckpointHistoryRoute, MemoryStoreRoute, _all_items
 from .routes_records import LedgerRoute, RecordsRoute
@@ -159,7 +159,7 @@ class SubjectEraser:
         before = AuditReport(eid, [_counted(r.name, before_counts.get(r.name, 0)) for r in routes],
                              list(journal.get("unreachable") or []))
         receipt = self._receipt(sel, eid, routes, before, after, notes, len(fps), key)
-        path = self.ctx.home / "receipts" / f"{eid}.json"
+        path = receipt_path(self.ctx.home, eid)
         save_receipt(receipt, path, shared_db(self.ctx.records))
         journal.set(state=DONE)
         return SubjectErasureResult(receipt, path, before, after, notes, memory)

@@ -135,11 +135,14 @@ class Reconciler:
         """The deferred calls earlier reconciliations of ``session`` ran (or started), by (tool,
         arguments): they are in the world now, whatever the session's record says."""
         ledger = self.ctx.ledger(False)
+        earlier = [text for other, _, text in (ledger.plans(session=session) if ledger is not None else [])
+                   if other != event_id]
+        if not earlier:
+            return {}
+        rows = {r.call_id: r for r in ledger.calls(session=session)}  # (one read for every earlier plan)
         out: dict[tuple[str, str], list[str]] = {}
-        for other, _, text in (ledger.plans(session=session) if ledger is not None else []):
-            if other == event_id:
-                continue
-            for item in self._with_states(ReconcilePlan.model_validate_json(text)).items:
+        for text in earlier:
+            for item in self._with_states(ReconcilePlan.model_validate_json(text), rows).items:
                 if item.action == "run" and item.state in ("done", "started"):
                     out.setdefault((item.tool, args_text(item.args)), []).append(item.key)
         return out
@@ -166,11 +169,13 @@ class Reconciler:
             raise UnknownReconciliation(event_id)
         return self._with_states(ReconcilePlan.model_validate_json(text))
 
-    def _with_states(self, plan: ReconcilePlan) -> ReconcilePlan:
-        ledger = self.ctx.ledger(True)
+    def _with_states(self, plan: ReconcilePlan, rows: dict[str, Any] | None = None) -> ReconcilePlan:
+        """``plan`` with each item's state from its ledger row (``rows``: the rows already read, by
+        key; else each item's is read)."""
+        get = rows.get if rows is not None else self.ctx.ledger(True).get
         states = {}
         for item in plan.items:
-            rec = ledger.get(item.key) if item.actionable else None
+            rec = get(item.key) if item.actionable else None
             outcome = (rec.error if rec.status in ("failed", "compensation_failed") else rec.result_json) if rec else None
             states[item.key] = (state_of(item.action, rec.status if rec else None), outcome)
         return plan.with_states(states)

@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from unsee.middleware.context_delta import expand
+from unsee.middleware.records import ArtifactType
 
 from .errors import UnknownEvent, ViewError
 
@@ -328,7 +329,7 @@ def _before(report: Any, graph: Any) -> dict[str, Any]:
 
 
 #: a reconciliation item's artifact type, by its action
-_ITEM_TYPES = {"compensate": "compensation", "run": "deferred_run", "report": "left"}
+_ITEM_TYPES = {"compensate": ArtifactType.COMPENSATION.value, "run": "deferred_run", "report": "left"}
 
 
 def reconciliation_sketch(item: dict[str, Any]) -> dict[str, Any]:
